@@ -1,0 +1,1 @@
+"""Customer-support chatbot service: agent core, persistence, HTTP adapter."""

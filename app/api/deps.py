@@ -1,0 +1,21 @@
+"""FastAPI dependencies: the process's Runtime and what hangs off it."""
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.chat.service import ChatService
+from app.runtime import Runtime
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def get_chat_service(runtime: Annotated[Runtime, Depends(get_runtime)]) -> ChatService:
+    return runtime.chat
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+ChatServiceDep = Annotated[ChatService, Depends(get_chat_service)]

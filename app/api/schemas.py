@@ -1,0 +1,91 @@
+"""The HTTP API's request and response bodies."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"audience": "client", "author": "Ann", "text": "How do I send an invoice?"}
+            ]
+        }
+    )
+
+    audience: Literal["staff", "client"] = Field(description="who is asking; picks the profile")
+    author: str = Field(min_length=1, max_length=255, description="display name of the writer")
+    text: str = Field(description="the message; empty or over the configured limit is refused")
+
+
+class CitationOut(BaseModel):
+    title: str
+    source: str
+
+
+class UsageOut(BaseModel):
+    llm_calls: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class ReplyOut(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "conversation_key": "demo",
+                    "turn": 1,
+                    "profile": "client",
+                    "text": "Open Sales → Invoices → New invoice …",
+                    "citations": [
+                        {"title": "Creating an invoice", "source": "en/create-invoice.md"}
+                    ],
+                    "usage": {
+                        "llm_calls": 2,
+                        "input_tokens": 1480,
+                        "cached_tokens": 0,
+                        "output_tokens": 120,
+                        "cost_usd": 0.0,
+                    },
+                }
+            ]
+        }
+    )
+
+    conversation_key: str
+    turn: int
+    profile: str
+    text: str
+    citations: list[CitationOut]
+    usage: UsageOut
+
+
+class MessageOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    seq: int
+    turn: int
+    role: str
+    author: str | None
+    content: str
+    tool_calls: list[dict[str, Any]] | None
+    tool_name: str | None
+    context_state: str
+    created_at: datetime
+
+
+class ConversationOut(BaseModel):
+    key: str
+    channel: str
+    audience: str
+    profile: str
+    messages: list[MessageOut]
+
+
+class ErrorOut(BaseModel):
+    detail: str

@@ -1,0 +1,227 @@
+"""ChatService: one turn end to end, the same for every adapter (see DESIGN.md)."""
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.runnables import Runnable
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.chat.locks import ConversationLocks
+from app.chat.transcript import from_langchain, to_langchain
+from app.db import queries
+from app.db.models import Conversation, LLMCall, Message, Turn
+from app.observability.calls import LLMCallCollector, LLMCallRecord
+from app.settings import AUDIENCES, Settings
+
+log = logging.getLogger(__name__)
+
+AgentForProfile = Callable[[str], Runnable[Any, Any]]
+
+
+class InvalidTurn(ValueError):
+    """The input was refused before anything was stored."""
+
+
+class TurnFailed(RuntimeError):
+    """The model or a tool failed; the user's message is stored, the turn marked failed."""
+
+    def __init__(self, conversation_key: str, turn: int, reason: str) -> None:
+        super().__init__(f"turn {turn} of {conversation_key} failed: {reason}")
+        self.conversation_key = conversation_key
+        self.turn = turn
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    channel: str  # "api", "widget", "telegram"
+    conversation_key: str
+    audience: str
+    author: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Citation:
+    title: str
+    source: str
+
+
+@dataclass(frozen=True)
+class TurnUsage:
+    llm_calls: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @classmethod
+    def of(cls, calls: Sequence[LLMCallRecord]) -> "TurnUsage":
+        return cls(
+            llm_calls=len(calls),
+            input_tokens=sum(c.input_tokens for c in calls),
+            cached_tokens=sum(c.cached_tokens for c in calls),
+            output_tokens=sum(c.output_tokens for c in calls),
+            cost_usd=sum(c.cost_usd for c in calls),
+        )
+
+
+@dataclass(frozen=True)
+class TurnReply:
+    conversation_key: str
+    turn: int
+    profile: str
+    text: str
+    citations: list[Citation] = field(default_factory=list)
+    usage: TurnUsage = TurnUsage()
+
+
+def citations_of(answer: str, new_messages: Sequence[BaseMessage]) -> list[Citation]:
+    """The passages retrieved this turn, preferring those the answer names."""
+    found: dict[str, Citation] = {}
+    for message in new_messages:
+        if isinstance(message, ToolMessage) and isinstance(message.artifact, list):
+            for passage in message.artifact:
+                found.setdefault(passage["source"], Citation(passage["title"], passage["source"]))
+    named = [c for c in found.values() if c.source in answer or c.title in answer]
+    return named or list(found.values())
+
+
+class ChatService:
+    def __init__(
+        self,
+        settings: Settings,
+        session_factory: async_sessionmaker[AsyncSession],
+        locks: ConversationLocks,
+        agent_for_profile: AgentForProfile,
+    ) -> None:
+        self._settings = settings
+        self._sessions = session_factory
+        self._locks = locks
+        self._agent_for_profile = agent_for_profile
+
+    def validate(self, request: TurnRequest) -> None:
+        text = request.text.strip()
+        if not text:
+            raise InvalidTurn("the message is empty")
+        limit = self._settings.chat.max_message_chars
+        if len(text) > limit:
+            raise InvalidTurn(f"the message has {len(text)} characters; the limit is {limit}")
+        if request.audience not in AUDIENCES:
+            raise InvalidTurn(
+                f"unknown audience {request.audience!r}: use one of {', '.join(AUDIENCES)}"
+            )
+
+    async def handle_turn(self, request: TurnRequest) -> TurnReply:
+        self.validate(request)
+        async with self._locks.hold(request.conversation_key):
+            conversation, turn, history = await self._store_user_message(request)
+            collector = LLMCallCollector()
+            try:
+                result = await self._agent_for_profile(conversation.profile).ainvoke(
+                    {"messages": history},
+                    config={
+                        "callbacks": [collector],
+                        "recursion_limit": 2 * self._settings.llm.max_agent_steps + 1,
+                        "metadata": {"conversation": conversation.key, "turn": turn.number},
+                    },
+                )
+            except Exception as error:
+                log.exception("turn %s of %s failed", turn.number, conversation.key)
+                await self._finish_failed(conversation, turn, collector.calls, error)
+                raise TurnFailed(conversation.key, turn.number, str(error)) from error
+            new_messages: list[BaseMessage] = result["messages"][len(history) :]
+            await self._store_outcome(conversation, turn, new_messages, collector.calls)
+        answer = new_messages[-1].text if new_messages else ""
+        return TurnReply(
+            conversation_key=conversation.key,
+            turn=turn.number,
+            profile=conversation.profile,
+            text=answer,
+            citations=citations_of(answer, new_messages),
+            usage=TurnUsage.of(collector.calls),
+        )
+
+    async def _store_user_message(
+        self, request: TurnRequest
+    ) -> tuple[Conversation, Turn, list[BaseMessage]]:
+        """Commit the user's message before any model call: nothing is lost if it fails."""
+        async with self._sessions() as session:
+            conversation = await queries.get_or_create_conversation(
+                session,
+                request.conversation_key,
+                channel=request.channel,
+                audience=request.audience,
+                profile=self._settings.profiles.by_audience[request.audience],
+            )
+            turn = await queries.start_turn(session, conversation)
+            text = request.text.strip()
+            await queries.append_messages(
+                session,
+                conversation,
+                turn.number,
+                [{"role": "user", "author": request.author, "content": text}],
+            )
+            history = [
+                to_langchain(m) for m in await queries.context_messages(session, conversation)
+            ]
+            await session.commit()
+        return conversation, turn, history
+
+    async def _store_outcome(
+        self,
+        conversation: Conversation,
+        turn: Turn,
+        new_messages: Sequence[BaseMessage],
+        calls: Sequence[LLMCallRecord],
+    ) -> None:
+        async with self._sessions() as session:
+            await queries.append_messages(
+                session, conversation, turn.number, [from_langchain(m) for m in new_messages]
+            )
+            self._add_calls(session, conversation, turn, calls)
+            await self._close_turn(session, turn, "ok", None)
+            await session.commit()
+
+    async def _finish_failed(
+        self,
+        conversation: Conversation,
+        turn: Turn,
+        calls: Sequence[LLMCallRecord],
+        error: Exception,
+    ) -> None:
+        async with self._sessions() as session:
+            self._add_calls(session, conversation, turn, calls)
+            await self._close_turn(session, turn, "failed", f"{type(error).__name__}: {error}")
+            await session.commit()
+
+    @staticmethod
+    def _add_calls(
+        session: AsyncSession,
+        conversation: Conversation,
+        turn: Turn,
+        calls: Sequence[LLMCallRecord],
+    ) -> None:
+        session.add_all(
+            LLMCall(conversation_id=conversation.id, turn=turn.number, **vars(call))
+            for call in calls
+        )
+
+    @staticmethod
+    async def _close_turn(
+        session: AsyncSession, turn: Turn, status: str, error: str | None
+    ) -> None:
+        stored = await session.get(Turn, turn.id)
+        assert stored is not None
+        stored.status, stored.error, stored.finished_at = status, error, datetime.now(UTC)
+
+    async def history(self, conversation_key: str) -> tuple[Conversation, list[Message]] | None:
+        """The whole stored transcript, including what the model no longer sees."""
+        async with self._sessions() as session:
+            conversation = await queries.get_conversation(session, conversation_key)
+            if conversation is None:
+                return None
+            return conversation, await queries.all_messages(session, conversation)

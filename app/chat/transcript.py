@@ -1,0 +1,42 @@
+"""Stored messages <-> LangChain messages."""
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from app.agent.messages import count_message_tokens, message_text, user_content
+from app.db.models import Message
+
+
+def to_langchain(message: Message) -> BaseMessage:
+    message_id = str(message.id)
+    if message.role == "user":
+        return HumanMessage(content=user_content(message.author, message.content), id=message_id)
+    if message.role == "assistant":
+        return AIMessage(
+            content=message.content, tool_calls=message.tool_calls or [], id=message_id
+        )
+    content = message.placeholder if message.context_state == "cleared" else message.content
+    return ToolMessage(
+        content=content or "",
+        tool_call_id=message.tool_call_id or "",
+        name=message.tool_name,
+        artifact=message.artifact if message.context_state == "active" else None,
+        id=message_id,
+    )
+
+
+def from_langchain(message: BaseMessage) -> dict[str, Any]:
+    """The columns of a new stored message (the caller adds conversation, seq and turn)."""
+    common = {"content": message_text(message), "token_count": count_message_tokens(message)}
+    if isinstance(message, AIMessage):
+        return {**common, "role": "assistant", "tool_calls": message.tool_calls or None}
+    if isinstance(message, ToolMessage):
+        return {
+            **common,
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "tool_name": message.name,
+            "artifact": message.artifact,
+        }
+    raise ValueError(f"the agent produced an unexpected {type(message).__name__}")

@@ -1,0 +1,68 @@
+"""Builds the service's long-lived parts from settings, once per process; every adapter
+(HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from knowledge.store import KnowledgeBase
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.agent.models import build_chat_model
+from app.agent.tools import knowledge_search_tool
+from app.chat.locks import ConversationLocks
+from app.chat.service import ChatService
+from app.db.engine import make_async_engine, make_session_factory
+from app.settings import Settings
+from knowledge.types import Retriever
+
+
+def agent_factory(settings: Settings, model: BaseChatModel, retriever: Retriever) -> Any:
+    """One compiled agent per memory profile, built on first use."""
+    tools = [
+        knowledge_search_tool(
+            retriever, settings.knowledge.top_k, settings.knowledge.result_token_budget
+        )
+    ]
+
+    @cache
+    def agent_for_profile(profile: str) -> Runnable[Any, Any]:
+        return create_agent(model, tools=tools, system_prompt=settings.chat.system_prompt)
+
+    return agent_for_profile
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    knowledge: KnowledgeBase
+    chat: ChatService
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Runtime":
+        engine = make_async_engine(settings.db)
+        sessions = make_session_factory(engine)
+        knowledge = KnowledgeBase.from_settings(settings.knowledge)
+        model = build_chat_model(settings.llm.model, settings.llm)
+        chat = ChatService(
+            settings, sessions, ConversationLocks(engine), agent_factory(settings, model, knowledge)
+        )
+        return cls(settings, engine, sessions, knowledge, chat)
+
+    async def database_ready(self) -> bool:
+        try:
+            async with self.engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+        except Exception:
+            return False
+        return True
+
+    async def aclose(self) -> None:
+        self.knowledge.close()
+        await self.engine.dispose()

@@ -1,0 +1,208 @@
+"""All configuration, from environment variables `SUPPORTBOT_<GROUP>__<FIELD>` (or `.env`).
+
+Groups: db, llm, knowledge, langfuse, telegram, widget, chat, profiles. Every field has an
+embedded default so the service runs with no configuration at all.
+"""
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Audience = Literal["staff", "client"]
+AUDIENCES: tuple[Audience, ...] = ("staff", "client")
+
+
+class DbSettings(BaseModel):
+    url: str = "sqlite:///./var/supportbot.db"
+    echo: bool = False
+
+
+class LLMSettings(BaseModel):
+    model: str = Field(
+        "offline",
+        description="`offline`, any `provider:model` for init_chat_model, or a model name "
+        "served at `base_url` (OpenAI-compatible)",
+    )
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. OpenRouter")
+    api_key: SecretStr | None = None
+    temperature: float = 0.2
+    timeout_seconds: float = 60.0
+    summary_model: str = Field("offline", description="cheaper model that folds summaries")
+    expert_model: str = Field("offline", description="cheaper model for the expert subagent")
+    supports_images: bool = False
+    max_agent_steps: int = Field(8, description="model calls per turn before the turn is cut")
+
+
+class KnowledgeSettings(BaseModel):
+    qdrant_path: Path = Path("./var/qdrant")
+    qdrant_url: str | None = Field(None, description="Qdrant server; local mode when unset")
+    qdrant_api_key: SecretStr | None = None
+    collection: str = "kb"
+    sample_path: Path = Path("./knowledge/sample_kb")
+    top_k: int = Field(4, description="passages one search_knowledge_base call returns")
+    result_token_budget: int = Field(1000, description="tokens one tool result may take")
+    embedder: str = Field("e5", description="`e5` (default) or `use`; see knowledge/README.md")
+    hybrid: bool = Field(True, description="fuse BM25 keyword hits with the dense ones")
+    chunk_tokens: int = Field(350, description="token budget of one indexed passage")
+    min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
+
+
+class LangfuseSettings(BaseModel):
+    public_key: str | None = None
+    secret_key: SecretStr | None = None
+    base_url: str = "https://cloud.langfuse.com"
+    environment: str | None = Field(
+        None, description="Langfuse tracing environment, e.g. `production` (lowercase)"
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.public_key and self.secret_key)
+
+
+class ObservabilitySettings(BaseModel):
+    """Cost accounting, the prefix-cache simulator and Prometheus metrics."""
+
+    class Price(BaseModel):
+        """USD per 1M tokens of one model, with where the numbers come from."""
+
+        model_config = {"frozen": True}
+
+        input: float
+        cached_input: float
+        cache_write: float
+        output: float
+        source: str
+        as_of: str
+
+    prices: dict[str, Price] = Field(
+        default_factory=lambda: {
+            "gemini-3.1-pro": ObservabilitySettings.Price(
+                input=2.0,
+                cached_input=0.2,
+                cache_write=2.0,
+                output=12.0,
+                source="Google AI list price (prompts <=200K tokens) as mirrored by models.dev "
+                "for google/ and openrouter/ gemini-3.1-pro-preview; implicit caching has "
+                "no write surcharge; unverified against a live bill here",
+                as_of="2026-10",
+            ),
+            "gemini-3-flash": ObservabilitySettings.Price(
+                input=0.5,
+                cached_input=0.05,
+                cache_write=0.5,
+                output=3.0,
+                source="OpenRouter list price for google/gemini-3-flash-preview as mirrored "
+                "by models.dev; writes priced as plain input (implicit caching); unverified "
+                "against a live bill here",
+                as_of="2026-10",
+            ),
+            "gpt-5-mini": ObservabilitySettings.Price(
+                input=0.25,
+                cached_input=0.025,
+                cache_write=0.25,
+                output=2.0,
+                source="OpenAI list price as mirrored by models.dev; OpenAI bills no cache "
+                "writes; unverified against a live bill here",
+                as_of="2026-10",
+            ),
+            "claude-haiku-4-5": ObservabilitySettings.Price(
+                input=1.0,
+                cached_input=0.1,
+                cache_write=1.25,
+                output=5.0,
+                source="Anthropic list price (5-minute cache writes) as mirrored by "
+                "models.dev; unverified against a live bill here",
+                as_of="2026-10",
+            ),
+            "claude-sonnet-4-6": ObservabilitySettings.Price(
+                input=3.0,
+                cached_input=0.3,
+                cache_write=3.75,
+                output=15.0,
+                source="Anthropic list price (5-minute cache writes) as mirrored by "
+                "models.dev; unverified against a live bill here",
+                as_of="2026-10",
+            ),
+            "claude-sonnet-4-5": ObservabilitySettings.Price(
+                input=3.0,
+                cached_input=0.3,
+                cache_write=3.75,
+                output=15.0,
+                source="Anthropic list price (5-minute cache writes, prompts <=200K tokens) "
+                "as mirrored by models.dev; unverified against a live bill here",
+                as_of="2026-10",
+            ),
+        },
+        description="model name (bare, lowercase) -> price; setting it replaces the table",
+    )
+    price_overrides: dict[str, Price] = Field(
+        default_factory=dict, description="entries added to or replacing entries of `prices`"
+    )
+    offline_priced_as: str = Field(
+        "gemini-3.1-pro", description="the model whose prices cost the offline model's calls"
+    )
+    simulator_rules: Literal["openai", "anthropic", "gemini", "block16"] = Field(
+        "gemini", description="provider cache rules the prefix-cache simulator applies"
+    )
+    metrics_enabled: bool = Field(True, description="record Prometheus metrics")
+
+
+class TelegramSettings(BaseModel):
+    token: SecretStr | None = None
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None
+    staff_chat_ids: list[int] = Field(default_factory=list)
+
+
+class WidgetSettings(BaseModel):
+    staff_tokens: list[SecretStr] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+
+
+class ChatSettings(BaseModel):
+    max_message_chars: int = 4000
+    system_prompt: str = (
+        "You are the support assistant of a software product. Answer from the knowledge "
+        "base: search it with search_knowledge_base before answering a product question, "
+        "cite the articles you used, and say so plainly when the knowledge base does not "
+        "cover the question. Several people may write in one chat; each user message "
+        "starts with its author's name."
+    )
+
+
+class ProfilesSettings(BaseModel):
+    """Which memory profile each audience gets (profiles themselves: app/agent/memory)."""
+
+    by_audience: dict[str, str] = Field(
+        default_factory=lambda: {"staff": "staff", "client": "client"}
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SUPPORTBOT_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    db: DbSettings = DbSettings()
+    llm: LLMSettings = LLMSettings()
+    knowledge: KnowledgeSettings = KnowledgeSettings()
+    langfuse: LangfuseSettings = LangfuseSettings()
+    observability: ObservabilitySettings = ObservabilitySettings()
+    telegram: TelegramSettings = TelegramSettings()
+    widget: WidgetSettings = WidgetSettings()
+    chat: ChatSettings = ChatSettings()
+    profiles: ProfilesSettings = ProfilesSettings()
+    admin_token: SecretStr | None = Field(None, description="protects the admin endpoints")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

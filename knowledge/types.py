@@ -1,0 +1,19 @@
+"""What the rest of the service knows about the knowledge base: passages and a retriever."""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrieved, self-contained piece of a document."""
+
+    text: str
+    title: str
+    heading: str  # section path, e.g. "Business Features > Invoices > New Invoice"
+    source: str  # document path relative to the ingested folder, or a URL
+    score: float = 0.0
+
+
+class Retriever(Protocol):
+    def search(self, query: str, k: int) -> list[Passage]: ...

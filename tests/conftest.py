@@ -1,0 +1,105 @@
+"""Shared fixtures. No test reaches beyond this machine: sockets to other hosts fail."""
+
+import ipaddress
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.db import migrate
+from app.db.engine import make_async_engine
+from app.settings import DbSettings, KnowledgeSettings, Settings
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+PG_ADMIN_URL = os.environ.get("SUPPORTBOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address: Any) -> bool:
+    if not isinstance(address, tuple):  # AF_UNIX paths
+        return True
+    host = address[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    if not _is_local(address):
+        raise ConnectionRefusedError(f"tests may not connect to {address!r}")
+    _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
+    if not _is_local(address):
+        raise ConnectionRefusedError(f"tests may not connect to {address!r}")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def block_network() -> Iterator[None]:
+    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+    yield
+    socket.socket.connect = _real_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = _real_connect_ex  # type: ignore[method-assign]
+
+
+def _admin(sql: str) -> None:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
+        connection.execute(sql)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def pg_database_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test session, dropped at the end."""
+    name = f"supportbot_test_{uuid.uuid4().hex[:10]}"
+    _admin(f'CREATE DATABASE "{name}"')
+    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    _admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+async def pg_engine(pg_database_url: str) -> AsyncIterator[AsyncEngine]:
+    migrate.upgrade(pg_database_url)
+    engine = make_async_engine(DbSettings(url=pg_database_url))
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def pg_connection(pg_engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection inside a transaction that is rolled back after the test."""
+    async with pg_engine.connect() as connection:
+        transaction = await connection.begin()
+        yield connection
+        await transaction.rollback()
+
+
+@pytest.fixture
+def pg_sessions(pg_connection: AsyncConnection) -> async_sessionmaker[AsyncSession]:
+    """Sessions whose commits become savepoints of the test's rolled-back transaction."""
+    return async_sessionmaker(
+        bind=pg_connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    )
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Embedded defaults, with every file under the test's temporary folder."""
+    return Settings(
+        db=DbSettings(url=f"sqlite:///{tmp_path / 'supportbot.db'}"),
+        knowledge=KnowledgeSettings(qdrant_path=tmp_path / "qdrant"),
+        _env_file=None,  # type: ignore[call-arg]
+    )

@@ -1,0 +1,139 @@
+"""The HTTP API over the real runtime: SQLite, local Qdrant with the sample knowledge base,
+the offline model."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, func, select
+
+from app.api.main import create_app
+from app.db import migrate
+from app.db.engine import sync_url
+from app.db.models import LLMCall, Message
+from app.settings import LLMSettings, Settings
+from knowledge.store import KnowledgeBase
+
+SAMPLE_KB = Path(__file__).resolve().parents[1] / "knowledge" / "sample_kb"
+
+
+@pytest.fixture(scope="module")
+def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample knowledge base ingested once; each test copies nothing, it only reads."""
+    path = tmp_path_factory.mktemp("qdrant")
+    knowledge = KnowledgeBase.from_settings(Settings(_env_file=None).knowledge.model_copy(
+        update={"qdrant_path": path}
+    ))
+    knowledge.ingest(SAMPLE_KB)
+    knowledge.close()
+    return path
+
+
+def make_client(settings: Settings, sample_index: Path) -> TestClient:
+    settings.knowledge.qdrant_path = sample_index
+    migrate.upgrade(settings.db.url)
+    return TestClient(create_app(settings))
+
+
+@pytest.fixture
+def client(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
+    with make_client(settings, sample_index) as test_client:
+        yield test_client
+
+
+def count(settings: Settings, column: object) -> int:
+    engine = create_engine(sync_url(settings.db.url))
+    with engine.connect() as connection:
+        value = connection.scalar(select(func.count(column)))  # type: ignore[call-overload]
+    engine.dispose()
+    return int(value or 0)
+
+
+def test_a_turn_answers_from_the_sample_kb_and_is_stored(
+    client: TestClient, settings: Settings
+) -> None:
+    response = client.post(
+        "/v1/conversations/demo/messages",
+        json={"audience": "client", "author": "Ann", "text": "How do I create an invoice?"},
+    )
+    assert response.status_code == 200, response.text
+    reply = response.json()
+    assert reply["turn"] == 1 and reply["profile"] == "client"
+    assert "Sales → Invoices → New invoice" in reply["text"]
+    assert {"title": "Creating and sending an invoice", "source": "en/create-invoice.md"} in reply[
+        "citations"
+    ]
+    assert reply["usage"]["llm_calls"] == 2 and reply["usage"]["input_tokens"] > 0
+
+    history = client.get("/v1/conversations/demo").json()
+    assert [(m["role"], m["author"]) for m in history["messages"]] == [
+        ("user", "Ann"),
+        ("assistant", None),
+        ("tool", None),
+        ("assistant", None),
+    ]
+    assert history["messages"][-1]["content"] == reply["text"]
+    assert count(settings, LLMCall.id) == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({"audience": "client", "author": "Ann", "text": ""}, "the message is empty"),
+        (
+            {"audience": "client", "author": "Ann", "text": "a" * 4001},
+            "the message has 4001 characters; the limit is 4000",
+        ),
+        (
+            {"audience": "vip", "author": "Ann", "text": "hello"},
+            "audience: Input should be 'staff' or 'client'",
+        ),
+        ({"audience": "client", "text": "hello"}, "author: Field required"),
+        ("{not json", "JSON decode error"),
+    ],
+)
+def test_bad_input_is_a_clear_422_and_stores_nothing(
+    client: TestClient, settings: Settings, body: object, detail: str
+) -> None:
+    if isinstance(body, str):
+        response = client.post(
+            "/v1/conversations/demo/messages",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
+    else:
+        response = client.post("/v1/conversations/demo/messages", json=body)
+    assert response.status_code == 422
+    assert detail in response.json()["detail"]
+    assert count(settings, Message.id) == 0
+    assert client.get("/v1/conversations/demo").status_code == 404
+
+
+def test_a_failing_model_gives_a_502_and_keeps_the_message(
+    settings: Settings, sample_index: Path
+) -> None:
+    # An OpenAI-compatible endpoint on a closed local port: every call fails at once.
+    settings.llm = LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
+    with make_client(settings, sample_index) as client:
+        response = client.post(
+            "/v1/conversations/demo/messages",
+            json={"audience": "staff", "author": "Jo", "text": "How do I create an invoice?"},
+        )
+        assert response.status_code == 502
+        assert "your message was kept" in response.json()["detail"]
+        history = client.get("/v1/conversations/demo").json()
+    assert [m["content"] for m in history["messages"]] == ["How do I create an invoice?"]
+
+
+def test_health_and_readiness(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"ready": True, "database": True, "vector_store": True}
+
+
+def test_openapi_documents_the_turn_with_examples(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    assert "/v1/conversations/{key}/messages" in schema["paths"]
+    assert schema["components"]["schemas"]["MessageIn"]["examples"]
