@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.chat.locks import ConversationLocks
-from app.chat.service import ChatService, InvalidTurn, TurnFailed, TurnRequest
+from app.chat.service import ChatService, ImageInput, InvalidTurn, TurnFailed, TurnRequest
 from app.db.models import LLMCall, Message, Turn
 from app.runtime import agent_factory
 from app.settings import Settings
@@ -158,3 +158,20 @@ async def test_bad_input_is_refused_and_nothing_stored(
     async with pg_sessions() as session:
         assert await session.scalar(select(func.count(Message.id))) == 0
     assert model.calls == []
+
+
+async def test_images_reach_the_model_in_their_turn_only(
+    service: ChatService, model: CapturingChatModel
+) -> None:
+    photo = ImageInput(b"\x89PNG fake", "image/png")
+    await service.handle_turn(
+        TurnRequest("telegram", "test:chat", "client", "Ann", "What is this error?", (photo,))
+    )
+    first = model.calls[0].messages[-1]
+    assert first.content == [
+        {"type": "text", "text": "Ann: What is this error? [image]"},
+        {"type": "image", "base64": "iVBORyBmYWtl", "mime_type": "image/png"},
+    ]
+    await service.handle_turn(ask("And how do I create an invoice?"))
+    earlier = [m for m in model.calls[-1].messages if isinstance(m, HumanMessage)][0]
+    assert earlier.content == "Ann: What is this error? [image]"

@@ -1,12 +1,13 @@
 """ChatService: one turn end to end, the same for every adapter (see DESIGN.md)."""
 
 import logging
+from base64 import b64encode
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -36,12 +37,20 @@ class TurnFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
+class ImageInput:
+    data: bytes
+    mime_type: str = "image/jpeg"
+
+
+@dataclass(frozen=True)
 class TurnRequest:
     channel: str  # "api", "widget", "telegram"
     conversation_key: str
     audience: str
     author: str | None
     text: str
+    # Sent to the model with this turn only; the transcript keeps an "[image]" marker.
+    images: tuple[ImageInput, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,19 @@ class TurnReply:
     usage: TurnUsage = TurnUsage()
 
 
+IMAGE_MARKER = " [image]"
+
+
+def with_images(message: BaseMessage, images: Sequence[ImageInput]) -> HumanMessage:
+    """The user's message with its images as content parts (LangChain's standard blocks)."""
+    parts: list[str | dict[str, Any]] = [{"type": "text", "text": message.text}]
+    parts += [
+        {"type": "image", "base64": b64encode(i.data).decode(), "mime_type": i.mime_type}
+        for i in images
+    ]
+    return HumanMessage(content=parts, id=message.id)
+
+
 def citations_of(answer: str, new_messages: Sequence[BaseMessage]) -> list[Citation]:
     """The passages retrieved this turn, preferring those the answer names."""
     found: dict[str, Citation] = {}
@@ -105,7 +127,7 @@ class ChatService:
 
     def validate(self, request: TurnRequest) -> None:
         text = request.text.strip()
-        if not text:
+        if not text and not request.images:
             raise InvalidTurn("the message is empty")
         limit = self._settings.chat.max_message_chars
         if len(text) > limit:
@@ -158,7 +180,7 @@ class ChatService:
                 profile=self._settings.profiles.by_audience[request.audience],
             )
             turn = await queries.start_turn(session, conversation)
-            text = request.text.strip()
+            text = request.text.strip() + IMAGE_MARKER * len(request.images)
             await queries.append_messages(
                 session,
                 conversation,
@@ -169,6 +191,8 @@ class ChatService:
                 to_langchain(m) for m in await queries.context_messages(session, conversation)
             ]
             await session.commit()
+        if request.images:
+            history[-1] = with_images(history[-1], request.images)
         return conversation, turn, history
 
     async def _store_outcome(
