@@ -175,3 +175,19 @@ async def test_images_reach_the_model_in_their_turn_only(
     await service.handle_turn(ask("And how do I create an invoice?"))
     earlier = [m for m in model.calls[-1].messages if isinstance(m, HumanMessage)][0]
     assert earlier.content == "Ann: What is this error? [image]"
+
+
+async def test_reset_starts_a_fresh_context_and_keeps_the_archive(
+    service: ChatService, model: CapturingChatModel
+) -> None:
+    assert not await service.reset_context("test:chat")
+    await service.handle_turn(ask("How do I create an invoice?"))
+    assert await service.reset_context("test:chat")
+    await service.handle_turn(ask("Where do I set the VAT rates?", author="Bob"))
+
+    assert described(model.calls[-2].messages)[1:] == [
+        ("human", "Bob: Where do I set the VAT rates?")
+    ]
+    found = await service.history("test:chat")
+    assert found is not None
+    assert len(found[1]) == 8  # both turns stay in the archive

@@ -242,6 +242,18 @@ class ChatService:
         assert stored is not None
         stored.status, stored.error, stored.finished_at = status, error, datetime.now(UTC)
 
+    async def reset_context(self, conversation_key: str) -> bool:
+        """Start a fresh context: the model no longer sees anything said so far (all of it
+        stays in the archive). False when there is no such conversation."""
+        async with self._locks.hold(conversation_key):
+            async with self._sessions() as session:
+                conversation = await queries.get_conversation(session, conversation_key)
+                if conversation is None:
+                    return False
+                await queries.drop_from_context(session, conversation)
+                await session.commit()
+        return True
+
     async def history(self, conversation_key: str) -> tuple[Conversation, list[Message]] | None:
         """The whole stored transcript, including what the model no longer sees."""
         async with self._sessions() as session:

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, LLMCall, Message, Turn
@@ -57,6 +57,14 @@ async def context_messages(session: AsyncSession, conversation: Conversation) ->
         .order_by(Message.seq)
     )
     return list(result)
+
+
+async def drop_from_context(session: AsyncSession, conversation: Conversation) -> None:
+    await session.execute(
+        update(Message)
+        .where(Message.conversation_id == conversation.id)
+        .values(context_state="dropped")
+    )
 
 
 async def all_messages(session: AsyncSession, conversation: Conversation) -> list[Message]:
