@@ -173,7 +173,7 @@ async def test_images_reach_the_model_in_their_turn_only(
         {"type": "image", "base64": "iVBORyBmYWtl", "mime_type": "image/png"},
     ]
     await service.handle_turn(ask("And how do I create an invoice?"))
-    earlier = [m for m in model.calls[-1].messages if isinstance(m, HumanMessage)][0]
+    earlier = next(m for m in model.calls[-1].messages if isinstance(m, HumanMessage))
     assert earlier.content == "Ann: What is this error? [image]"
 
 

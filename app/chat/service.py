@@ -245,13 +245,12 @@ class ChatService:
     async def reset_context(self, conversation_key: str) -> bool:
         """Start a fresh context: the model no longer sees anything said so far (all of it
         stays in the archive). False when there is no such conversation."""
-        async with self._locks.hold(conversation_key):
-            async with self._sessions() as session:
-                conversation = await queries.get_conversation(session, conversation_key)
-                if conversation is None:
-                    return False
-                await queries.drop_from_context(session, conversation)
-                await session.commit()
+        async with self._locks.hold(conversation_key), self._sessions() as session:
+            conversation = await queries.get_conversation(session, conversation_key)
+            if conversation is None:
+                return False
+            await queries.drop_from_context(session, conversation)
+            await session.commit()
         return True
 
     async def history(self, conversation_key: str) -> tuple[Conversation, list[Message]] | None:
