@@ -1,0 +1,76 @@
+import pytest
+
+from app.observability import metrics
+from app.observability.usage import TokenUsage
+from app.settings import ObservabilitySettings, Settings
+
+LABELS = {"profile": "client", "model": "gemini-3.1-pro", "purpose": "agent"}
+
+
+def _value(name: str, labels: dict[str, str]) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_calls_add_tokens_and_cost_per_profile_model_and_purpose() -> None:
+    before = {
+        name: _value(name, LABELS)
+        for name in (
+            "supportbot_llm_calls_total",
+            "supportbot_llm_input_tokens_total",
+            "supportbot_llm_cached_input_tokens_total",
+            "supportbot_llm_output_tokens_total",
+            "supportbot_llm_cost_usd_total",
+        )
+    }
+
+    metrics.record_call(**LABELS, usage=TokenUsage(1200, 1000, 0, 20, "provider"), cost_usd=0.00084)
+    metrics.record_call(**LABELS, usage=TokenUsage(1500, 1200, 0, 50, "provider"), cost_usd=None)
+
+    def added(name: str) -> float:
+        return _value(name, LABELS) - before[name]
+
+    assert added("supportbot_llm_calls_total") == 2
+    assert added("supportbot_llm_input_tokens_total") == 2700
+    assert added("supportbot_llm_cached_input_tokens_total") == 2200
+    assert added("supportbot_llm_output_tokens_total") == 70
+    assert added("supportbot_llm_cost_usd_total") == pytest.approx(0.00084)  # unpriced: nothing
+
+
+def test_turn_latency_lands_in_its_bucket() -> None:
+    labels = {"profile": "staff", "channel": "widget"}
+    count = "supportbot_turn_duration_seconds_count"
+    le_1 = {**labels, "le": "1.0"}
+    before = (_value(count, labels), _value("supportbot_turn_duration_seconds_bucket", le_1))
+
+    metrics.observe_turn(profile="staff", channel="widget", seconds=0.7)
+    metrics.observe_turn(profile="staff", channel="widget", seconds=3.0)
+
+    assert _value(count, labels) - before[0] == 2
+    assert _value("supportbot_turn_duration_seconds_bucket", le_1) - before[1] == 1
+
+
+def test_exposition_is_the_prometheus_text_format() -> None:
+    metrics.record_call(**LABELS, usage=TokenUsage(10, 0, 0, 1), cost_usd=0.0)
+
+    body, content_type = metrics.exposition()
+
+    assert content_type.startswith("text/plain")
+    assert b"# TYPE supportbot_llm_input_tokens_total counter" in body
+    assert b'supportbot_llm_input_tokens_total{model="gemini-3.1-pro"' in body
+
+
+def test_nothing_is_recorded_when_metrics_are_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    off = Settings(observability=ObservabilitySettings(metrics_enabled=False))
+    monkeypatch.setattr(metrics, "get_settings", lambda: off)
+    labels = {**LABELS, "profile": "metrics-off"}
+
+    metrics.record_call(**labels, usage=TokenUsage(10, 0, 0, 1), cost_usd=1.0)
+    metrics.observe_turn(profile="metrics-off", channel="api", seconds=1.0)
+
+    assert metrics.REGISTRY.get_sample_value("supportbot_llm_calls_total", labels) is None
+    assert (
+        metrics.REGISTRY.get_sample_value(
+            "supportbot_turn_duration_seconds_count", {"profile": "metrics-off", "channel": "api"}
+        )
+        is None
+    )
