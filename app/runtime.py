@@ -5,33 +5,54 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from knowledge.store import KnowledgeBase
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agent.memory.cache_hints import ProviderCacheMiddleware
+from app.agent.memory.middleware import MemoryMiddleware
+from app.agent.memory.recall import recall_history_tool
+from app.agent.memory.state import MemoryContext
+from app.agent.memory.summarizer import build_summary_model
 from app.agent.models import build_chat_model
 from app.agent.tools import knowledge_search_tool
 from app.chat.locks import ConversationLocks
 from app.chat.service import ChatService
 from app.db.engine import make_async_engine, make_session_factory
 from app.settings import Settings
+from knowledge.store import KnowledgeBase
 from knowledge.types import Retriever
 
 
-def agent_factory(settings: Settings, model: BaseChatModel, retriever: Retriever) -> Any:
+def agent_factory(
+    settings: Settings,
+    model: BaseChatModel,
+    retriever: Retriever,
+    summary_model: BaseChatModel | None = None,
+) -> Any:
     """One compiled agent per memory profile, built on first use."""
     tools = [
         knowledge_search_tool(
             retriever, settings.knowledge.top_k, settings.knowledge.result_token_budget
         )
     ]
+    summarizer = summary_model or build_summary_model(settings.llm)
+    recall = recall_history_tool(
+        settings.profiles.recall_results, settings.profiles.recall_token_budget
+    )
 
     @cache
     def agent_for_profile(profile: str) -> Runnable[Any, Any]:
-        return create_agent(model, tools=tools, system_prompt=settings.chat.system_prompt)
+        memory = MemoryMiddleware(settings.profiles.definitions[profile], summarizer, recall)
+        return create_agent(
+            model,
+            tools=tools,
+            system_prompt=settings.chat.system_prompt,
+            middleware=[memory, ProviderCacheMiddleware()],
+            context_schema=MemoryContext,
+        )
 
     return agent_for_profile
 

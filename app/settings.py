@@ -6,10 +6,12 @@ embedded default so the service runs with no configuration at all.
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.agent.memory.profiles import MemoryProfile, default_profiles
 
 Audience = Literal["staff", "client"]
 AUDIENCES: tuple[Audience, ...] = ("staff", "client")
@@ -48,6 +50,7 @@ class KnowledgeSettings(BaseModel):
     hybrid: bool = Field(True, description="fuse BM25 keyword hits with the dense ones")
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
     min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
+    embed_tokens: int = Field(128, description="leading tokens of a passage the embedder sees")
 
 
 class LangfuseSettings(BaseModel):
@@ -152,16 +155,49 @@ class ObservabilitySettings(BaseModel):
 
 
 class TelegramSettings(BaseModel):
-    token: SecretStr | None = None
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str | None = None
-    webhook_secret: SecretStr | None = None
-    staff_chat_ids: list[int] = Field(default_factory=list)
+    """The Telegram bot (docs/telegram.md): off while no token is set."""
+
+    token: SecretStr | None = Field(None, description="from @BotFather")
+    mode: Literal["polling", "webhook"] = Field(
+        "polling",
+        description="`polling`: `supportbot telegram run`; `webhook`: the HTTP app serves "
+        "POST /telegram/webhook",
+    )
+    webhook_url: str | None = Field(
+        None,
+        description="public https URL of POST /telegram/webhook, registered with Telegram at "
+        "start-up; unset: register it yourself",
+    )
+    webhook_secret: SecretStr | None = Field(
+        None,
+        description="required in webhook mode: Telegram sends it in the "
+        "X-Telegram-Bot-Api-Secret-Token header (1-256 characters of A-Z, a-z, 0-9, _ and -)",
+    )
+    staff_chat_ids: list[int] = Field(
+        default_factory=list, description="chats answered with the staff audience"
+    )
+    api_base_url: str = Field(
+        "https://api.telegram.org/bot", description="a local Bot API server's URL, if any"
+    )
+    file_base_url: str = "https://api.telegram.org/file/bot"
+    concurrent_chats: int = Field(
+        16, ge=1, description="chats served at once; one chat's messages go one at a time"
+    )
+    messages_per_second: float = Field(30, description="Telegram's global flood limit")
+    group_messages_per_minute: float = Field(20, description="Telegram's per-group flood limit")
+    flood_retries: int = Field(3, description="resends after Telegram answers RetryAfter")
 
 
 class WidgetSettings(BaseModel):
-    staff_tokens: list[SecretStr] = Field(default_factory=list)
-    allowed_origins: list[str] = Field(default_factory=list)
+    staff_tokens: dict[str, SecretStr] = Field(
+        default_factory=dict, description="staff name -> bearer token of the widget and API"
+    )
+    trusted_user_header: str | None = Field(
+        None,
+        description="header set by the company's SSO reverse proxy with the staff user's "
+        "name (e.g. X-Forwarded-User); only set this when the proxy strips it from clients",
+    )
+    allowed_origins: list[str] = Field(default_factory=list, description="CORS origins")
 
 
 class ChatSettings(BaseModel):
@@ -176,11 +212,44 @@ class ChatSettings(BaseModel):
 
 
 class ProfilesSettings(BaseModel):
-    """Which memory profile each audience gets (profiles themselves: app/agent/memory)."""
+    """Memory profiles (models and defaults: app/agent/memory/profiles.py; guide:
+    docs/memory.md), which one each audience gets, and the recall tool's limits."""
 
     by_audience: dict[str, str] = Field(
         default_factory=lambda: {"staff": "staff", "client": "client"}
     )
+    definitions: dict[str, MemoryProfile] = Field(
+        default_factory=default_profiles,
+        description="name -> profile; given values are deep-merged onto the defaults, e.g. "
+        "SUPPORTBOT_PROFILES__DEFINITIONS__CLIENT__SUMMARY__KEEP_EXCHANGES=6",
+    )
+    recall_results: int = Field(3, gt=0, description="pieces one recall_history call returns")
+    recall_token_budget: int = Field(1500, gt=0, description="tokens one recall result may take")
+
+    @field_validator("definitions", mode="before")
+    @classmethod
+    def _merge_onto_defaults(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        merged = {name: p.model_dump() for name, p in default_profiles().items()}
+        return _deep_merge(merged, value)
+
+    @model_validator(mode="after")
+    def _audiences_have_profiles(self) -> "ProfilesSettings":
+        unknown = set(self.by_audience.values()) - set(self.definitions)
+        if unknown:
+            raise ValueError(f"by_audience names undefined profiles: {sorted(unknown)}")
+        return self
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 class Settings(BaseSettings):
@@ -188,6 +257,7 @@ class Settings(BaseSettings):
         env_prefix="SUPPORTBOT_",
         env_nested_delimiter="__",
         env_file=".env",
+        env_ignore_empty=True,  # compose passes unset variables as empty strings
         extra="ignore",
     )
 

@@ -10,11 +10,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.api.main import create_app
 from app.db import migrate
 from app.db.engine import make_async_engine
 from app.settings import DbSettings, KnowledgeSettings, Settings
+from knowledge.store import KnowledgeBase
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PG_ADMIN_URL = os.environ.get("SUPPORTBOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -103,3 +106,31 @@ def settings(tmp_path: Path) -> Settings:
         knowledge=KnowledgeSettings(qdrant_path=tmp_path / "qdrant"),
         _env_file=None,  # type: ignore[call-arg]
     )
+
+
+SAMPLE_KB = Path(__file__).resolve().parents[1] / "knowledge" / "sample_kb"
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample knowledge base, ingested once per test session; tests only read it."""
+    path = tmp_path_factory.mktemp("qdrant")
+    knowledge = KnowledgeBase.from_settings(
+        Settings(_env_file=None).knowledge.model_copy(update={"qdrant_path": path})
+    )
+    knowledge.ingest(SAMPLE_KB)
+    knowledge.close()
+    return path
+
+
+def make_client(settings: Settings, sample_index: Path) -> TestClient:
+    """The app over the real runtime: these settings, the ingested sample knowledge base."""
+    settings.knowledge.qdrant_path = sample_index
+    migrate.upgrade(settings.db.url)
+    return TestClient(create_app(settings))
+
+
+@pytest.fixture
+def client(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
+    with make_client(settings, sample_index) as test_client:
+        yield test_client

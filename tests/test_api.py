@@ -1,45 +1,16 @@
 """The HTTP API over the real runtime: SQLite, local Qdrant with the sample knowledge base,
 the offline model."""
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, func, select
 
-from app.api.main import create_app
-from app.db import migrate
 from app.db.engine import sync_url
 from app.db.models import LLMCall, Message
 from app.settings import LLMSettings, Settings
-from knowledge.store import KnowledgeBase
-
-SAMPLE_KB = Path(__file__).resolve().parents[1] / "knowledge" / "sample_kb"
-
-
-@pytest.fixture(scope="module")
-def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample knowledge base ingested once; each test copies nothing, it only reads."""
-    path = tmp_path_factory.mktemp("qdrant")
-    knowledge = KnowledgeBase.from_settings(Settings(_env_file=None).knowledge.model_copy(
-        update={"qdrant_path": path}
-    ))
-    knowledge.ingest(SAMPLE_KB)
-    knowledge.close()
-    return path
-
-
-def make_client(settings: Settings, sample_index: Path) -> TestClient:
-    settings.knowledge.qdrant_path = sample_index
-    migrate.upgrade(settings.db.url)
-    return TestClient(create_app(settings))
-
-
-@pytest.fixture
-def client(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
-    with make_client(settings, sample_index) as test_client:
-        yield test_client
+from tests.conftest import make_client
 
 
 def count(settings: Settings, column: object) -> int:

@@ -6,21 +6,26 @@ passages and cites them. Token usage is counted with the service's tokenizer.
 """
 
 import hashlib
-import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.agent.messages import count_message_tokens, message_text, strip_author
-from app.tokens import count_tokens
+from app.observability.simulator import request_tokens
 
 SEARCH_TOOL = "search_knowledge_base"
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -60,9 +65,7 @@ class OfflineChatModel(BaseChatModel):
     ) -> ChatResult:
         tools: list[dict[str, Any]] = kwargs.get("tools") or []
         reply = self._reply(messages, {tool["function"]["name"] for tool in tools})
-        input_tokens = sum(count_message_tokens(m) for m in messages)
-        if tools:
-            input_tokens += count_tokens(json.dumps(tools, ensure_ascii=False, sort_keys=True))
+        input_tokens = len(request_tokens(messages, tools))
         output_tokens = count_message_tokens(reply)
         reply.usage_metadata = {
             "input_tokens": input_tokens,
@@ -71,6 +74,33 @@ class OfflineChatModel(BaseChatModel):
         }
         reply.response_metadata = {"model_name": self.model_name}
         return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """The same reply in pieces of a few words, usage on the last piece, so that
+        streaming clients see the offline model stream like a provider's."""
+        reply = self._generate(messages, stop, run_manager, **kwargs).generations[0].message
+        assert isinstance(reply, AIMessage)
+        if reply.tool_calls:
+            yield ChatGenerationChunk(message=AIMessageChunk(**reply.model_dump(exclude={"type"})))
+            return
+        pieces = re.findall(r"\S+\s*", reply.text) or [""]
+        for index, piece in enumerate(pieces, start=1):
+            last = index == len(pieces)
+            chunk = AIMessageChunk(
+                content=piece,
+                id=reply.id,
+                usage_metadata=reply.usage_metadata if last else None,
+                response_metadata=reply.response_metadata if last else {},
+            )
+            if run_manager:
+                run_manager.on_llm_new_token(piece, chunk=ChatGenerationChunk(message=chunk))
+            yield ChatGenerationChunk(message=chunk)
 
     def _reply(self, messages: list[BaseMessage], tool_names: set[str]) -> AIMessage:
         last_user = max(

@@ -11,12 +11,15 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agent.memory.recall import ConversationArchive
+from app.agent.memory.state import MemoryContext, MemoryUpdate
 from app.chat.locks import ConversationLocks
 from app.chat.transcript import from_langchain, to_langchain
 from app.db import queries
 from app.db.models import Conversation, LLMCall, Message, Turn
 from app.observability.calls import LLMCallCollector, LLMCallRecord
 from app.settings import AUDIENCES, Settings
+from app.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +28,10 @@ AgentForProfile = Callable[[str], Runnable[Any, Any]]
 
 class InvalidTurn(ValueError):
     """The input was refused before anything was stored."""
+
+
+class UnknownProfile(ValueError):
+    """No memory profile of that name is defined (settings.profiles.definitions)."""
 
 
 class TurnFailed(RuntimeError):
@@ -140,23 +147,30 @@ class ChatService:
     async def handle_turn(self, request: TurnRequest) -> TurnReply:
         self.validate(request)
         async with self._locks.hold(request.conversation_key):
-            conversation, turn, history = await self._store_user_message(request)
-            collector = LLMCallCollector()
+            conversation, turn, working = await self._store_user_message(request)
+            collector = LLMCallCollector(conversation.profile)
             try:
                 result = await self._agent_for_profile(conversation.profile).ainvoke(
-                    {"messages": history},
+                    working,
                     config={
                         "callbacks": [collector],
                         "recursion_limit": 2 * self._settings.llm.max_agent_steps + 1,
                         "metadata": {"conversation": conversation.key, "turn": turn.number},
                     },
+                    context=MemoryContext(
+                        conversation.id, ConversationArchive(self._sessions, conversation.id)
+                    ),
                 )
             except Exception as error:
                 log.exception("turn %s of %s failed", turn.number, conversation.key)
                 await self._finish_failed(conversation, turn, collector.calls, error)
                 raise TurnFailed(conversation.key, turn.number, str(error)) from error
-            new_messages: list[BaseMessage] = result["messages"][len(history) :]
-            await self._store_outcome(conversation, turn, new_messages, collector.calls)
+            # Memory may have removed or replaced loaded messages: new ones have new ids.
+            loaded = {m.id for m in working["messages"]}
+            new_messages = [m for m in result["messages"] if m.id not in loaded]
+            await self._store_outcome(
+                conversation, turn, new_messages, result.get("memory"), collector.calls
+            )
         answer = new_messages[-1].text if new_messages else ""
         return TurnReply(
             conversation_key=conversation.key,
@@ -169,8 +183,9 @@ class ChatService:
 
     async def _store_user_message(
         self, request: TurnRequest
-    ) -> tuple[Conversation, Turn, list[BaseMessage]]:
-        """Commit the user's message before any model call: nothing is lost if it fails."""
+    ) -> tuple[Conversation, Turn, dict[str, Any]]:
+        """Commit the user's message before any model call: nothing is lost if it fails.
+        Returns the agent's input: the context as the memory profile left it last turn."""
         async with self._sessions() as session:
             conversation = await queries.get_or_create_conversation(
                 session,
@@ -190,25 +205,54 @@ class ChatService:
             history = [
                 to_langchain(m) for m in await queries.context_messages(session, conversation)
             ]
+            summary = await queries.latest_summary(session, conversation)
+            archived = await queries.has_archive(session, conversation)
             await session.commit()
         if request.images:
             history[-1] = with_images(history[-1], request.images)
-        return conversation, turn, history
+        working = {
+            "messages": history,
+            "summary": summary.text if summary else None,
+            "archived": archived,
+        }
+        return conversation, turn, working
 
     async def _store_outcome(
         self,
         conversation: Conversation,
         turn: Turn,
         new_messages: Sequence[BaseMessage],
+        memory: MemoryUpdate | None,
         calls: Sequence[LLMCallRecord],
     ) -> None:
         async with self._sessions() as session:
             await queries.append_messages(
                 session, conversation, turn.number, [from_langchain(m) for m in new_messages]
             )
+            if memory is not None:
+                await self._store_memory(session, conversation, memory)
             self._add_calls(session, conversation, turn, calls)
             await self._close_turn(session, turn, "ok", None)
             await session.commit()
+
+    @staticmethod
+    async def _store_memory(
+        session: AsyncSession, conversation: Conversation, memory: MemoryUpdate
+    ) -> None:
+        """Persist this turn's memory decisions, so the next turn starts from them."""
+        await queries.clear_messages(
+            session, {int(message_id): text for message_id, text in memory.placeholders.items()}
+        )
+        await queries.drop_messages(session, [int(message_id) for message_id in memory.dropped])
+        if memory.summary is not None:
+            await queries.add_summary(
+                session,
+                conversation,
+                memory.summary,
+                through_message_id=max(int(message_id) for message_id in memory.dropped),
+                model=memory.summary_model or "unknown",
+                token_count=count_tokens(memory.summary),
+            )
 
     async def _finish_failed(
         self,
@@ -250,6 +294,22 @@ class ChatService:
             if conversation is None:
                 return False
             await queries.drop_from_context(session, conversation)
+            await session.commit()
+        return True
+
+    async def set_profile(self, conversation_key: str, profile: str) -> bool:
+        """Override the audience's memory profile for one conversation; False when there
+        is no such conversation. What earlier profiles cleared or dropped stays so."""
+        if profile not in self._settings.profiles.definitions:
+            raise UnknownProfile(
+                f"unknown memory profile {profile!r}: use one of "
+                + ", ".join(self._settings.profiles.definitions)
+            )
+        async with self._locks.hold(conversation_key), self._sessions() as session:
+            conversation = await queries.get_conversation(session, conversation_key)
+            if conversation is None:
+                return False
+            conversation.profile = profile
             await session.commit()
         return True
 

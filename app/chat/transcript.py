@@ -16,12 +16,14 @@ def to_langchain(message: Message) -> BaseMessage:
         return AIMessage(
             content=message.content, tool_calls=message.tool_calls or [], id=message_id
         )
-    content = message.placeholder if message.context_state == "cleared" else message.content
+    cleared = message.context_state == "cleared"
     return ToolMessage(
-        content=content or "",
+        content=(message.placeholder if cleared else message.content) or "",
         tool_call_id=message.tool_call_id or "",
         name=message.tool_name,
-        artifact=message.artifact if message.context_state == "active" else None,
+        artifact=None if cleared else message.artifact,
+        # the mark LangChain's ClearToolUsesEdit uses; memory profiles read it
+        response_metadata={"context_editing": {"cleared": True}} if cleared else {},
         id=message_id,
     )
 

@@ -6,7 +6,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Conversation, LLMCall, Message, Turn
+from app.db.models import Conversation, LLMCall, Message, Summary, Turn
 
 
 async def get_conversation(session: AsyncSession, key: str) -> Conversation | None:
@@ -65,6 +65,71 @@ async def drop_from_context(session: AsyncSession, conversation: Conversation) -
         .where(Message.conversation_id == conversation.id)
         .values(context_state="dropped")
     )
+
+
+async def archived_messages(session: AsyncSession, conversation_id: int) -> list[Message]:
+    """What the model no longer sees in full: cleared tool results, dropped messages."""
+    result = await session.scalars(
+        select(Message)
+        .where(Message.conversation_id == conversation_id, Message.context_state != "active")
+        .order_by(Message.seq)
+    )
+    return list(result)
+
+
+async def has_archive(session: AsyncSession, conversation: Conversation) -> bool:
+    found = await session.scalar(
+        select(Message.id)
+        .where(Message.conversation_id == conversation.id, Message.context_state != "active")
+        .limit(1)
+    )
+    return found is not None
+
+
+async def clear_messages(session: AsyncSession, placeholders: dict[int, str]) -> None:
+    """Show these tool results as their placeholders from now on."""
+    for message_id, placeholder in placeholders.items():
+        await session.execute(
+            update(Message)
+            .where(Message.id == message_id)
+            .values(context_state="cleared", placeholder=placeholder)
+        )
+
+
+async def drop_messages(session: AsyncSession, message_ids: Sequence[int]) -> None:
+    await session.execute(
+        update(Message).where(Message.id.in_(message_ids)).values(context_state="dropped")
+    )
+
+
+async def latest_summary(session: AsyncSession, conversation: Conversation) -> Summary | None:
+    return await session.scalar(
+        select(Summary)
+        .where(Summary.conversation_id == conversation.id)
+        .order_by(Summary.id.desc())
+        .limit(1)
+    )
+
+
+async def add_summary(
+    session: AsyncSession,
+    conversation: Conversation,
+    text: str,
+    through_message_id: int,
+    model: str,
+    token_count: int,
+) -> Summary:
+    through_seq = await session.scalar(select(Message.seq).where(Message.id == through_message_id))
+    summary = Summary(
+        conversation_id=conversation.id,
+        text=text,
+        through_seq=through_seq or 0,
+        model=model,
+        token_count=token_count,
+    )
+    session.add(summary)
+    await session.flush()
+    return summary
 
 
 async def all_messages(session: AsyncSession, conversation: Conversation) -> list[Message]:

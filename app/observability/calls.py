@@ -1,6 +1,8 @@
-"""Records every LLM call of a turn (any purpose: agent, summary, expert) as it finishes."""
+"""Records every LLM call of a turn (any purpose: agent, summary, expert) as it finishes:
+normalised usage, simulated cache where the provider reports none, cost, metrics."""
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -8,6 +10,11 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
+
+from app.observability import metrics
+from app.observability.pricing import cost_usd, price_for
+from app.observability.simulator import PrefixCacheSimulator, request_tokens
+from app.observability.usage import TokenUsage, normalize_usage
 
 PURPOSE_KEY = "supportbot_purpose"  # run metadata key: "agent" (default), "summary", "expert"
 
@@ -21,16 +28,46 @@ class LLMCallRecord:
     cache_write_tokens: int
     output_tokens: int
     latency_ms: int
-    cache_source: str = "none"
-    cost_usd: float = 0.0
+    cache_source: str
+    cost_usd: float
+
+    @property
+    def usage(self) -> TokenUsage:
+        return TokenUsage(
+            self.input_tokens,
+            self.cached_tokens,
+            self.cache_write_tokens,
+            self.output_tokens,
+            self.cache_source,  # type: ignore[arg-type]
+        )
+
+
+@dataclass
+class _Started:
+    at: float
+    purpose: str
+    model: str
+    tokens: list[int] | None  # the exact request, for the cache simulator
 
 
 class LLMCallCollector(BaseCallbackHandler):
-    """A LangChain callback handler that keeps one record per finished chat-model call."""
+    """A LangChain callback handler that keeps one record per finished chat-model call.
 
-    def __init__(self) -> None:
+    `simulator` stands in for the provider's prompt cache when a call reports none;
+    `clock` is its time in seconds (evals replay gaps between turns through it).
+    """
+
+    def __init__(
+        self,
+        profile: str,
+        simulator: PrefixCacheSimulator | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.profile = profile
         self.calls: list[LLMCallRecord] = []
-        self._started: dict[UUID, tuple[float, str, str]] = {}
+        self._simulator = simulator
+        self._clock = clock
+        self._started: dict[UUID, _Started] = {}
 
     def on_chat_model_start(
         self,
@@ -39,36 +76,46 @@ class LLMCallCollector(BaseCallbackHandler):
         *,
         run_id: UUID,
         metadata: dict[str, Any] | None = None,
+        invocation_params: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         metadata = metadata or {}
-        model = str(metadata.get("ls_model_name") or (serialized or {}).get("name") or "unknown")
-        self._started[run_id] = (
-            time.perf_counter(),
-            str(metadata.get(PURPOSE_KEY, "agent")),
-            model,
-        )
+        model = metadata.get("ls_model_name") or (serialized or {}).get("name") or "unknown"
+        tools = (invocation_params or {}).get("tools")
+        tokens = request_tokens(messages[0], tools) if self._simulator else None
+        purpose = str(metadata.get(PURPOSE_KEY, "agent"))
+        self._started[run_id] = _Started(time.perf_counter(), purpose, str(model), tokens)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        started, purpose, model = self._started.pop(
-            run_id, (time.perf_counter(), "agent", "unknown")
-        )
+        started = self._started.pop(run_id, None)
+        if started is None:  # not a chat-model run
+            return
         generation = response.generations[0][0] if response.generations else None
         message = generation.message if isinstance(generation, ChatGeneration) else None
-        usage = message.usage_metadata if isinstance(message, AIMessage) else None
-        usage = usage or {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-        details = usage.get("input_token_details") or {}
+        model = started.model
+        usage = TokenUsage()
         if isinstance(message, AIMessage):
+            usage = normalize_usage(message.usage_metadata, message.response_metadata)
             model = str(message.response_metadata.get("model_name") or model)
+        if usage.cache_source == "none" and self._simulator and started.tokens is not None:
+            usage = usage.with_simulated_cache(
+                self._simulator.observe(started.tokens, self._clock())
+            )
+        price = price_for(model)
+        cost = cost_usd(usage, price) if price else 0.0
+        metrics.record_call(
+            profile=self.profile, model=model, purpose=started.purpose, usage=usage, cost_usd=cost
+        )
         self.calls.append(
             LLMCallRecord(
-                purpose=purpose,
+                purpose=started.purpose,
                 model=model,
-                input_tokens=usage["input_tokens"],
-                cached_tokens=details.get("cache_read", 0),
-                cache_write_tokens=details.get("cache_creation", 0),
-                output_tokens=usage["output_tokens"],
-                latency_ms=round((time.perf_counter() - started) * 1000),
-                cache_source="provider" if "cache_read" in details else "none",
+                input_tokens=usage.input_tokens,
+                cached_tokens=usage.cached_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                output_tokens=usage.output_tokens,
+                latency_ms=round((time.perf_counter() - started.at) * 1000),
+                cache_source=usage.cache_source,
+                cost_usd=cost,
             )
         )

@@ -1,0 +1,71 @@
+"""Provider prompt-cache hints, added to each model request after memory has shaped it.
+
+Anthropic caches only up to explicit breakpoints: one after the system prompt, one after
+the summary (both system blocks) and one on the last message. OpenAI and OpenAI-compatible
+routers route by `prompt_cache_key`: one key per conversation keeps its requests on the
+same cache. Other providers cache implicitly and get the request unchanged.
+"""
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AnyMessage, BaseMessage
+
+from app.agent.memory.state import MemoryContext, MemoryState
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def _marked_blocks(message: BaseMessage, every_block: bool) -> list[str | dict[str, Any]]:
+    blocks: list[str | dict[str, Any]] = (
+        [{"type": "text", "text": message.content}]
+        if isinstance(message.content, str)
+        else [b if isinstance(b, dict) else {"type": "text", "text": b} for b in message.content]
+    )
+    marked = range(len(blocks)) if every_block else range(len(blocks) - 1, len(blocks))
+    return [
+        {**block, "cache_control": EPHEMERAL}
+        if index in marked and isinstance(block, dict) and block.get("text")
+        else block
+        for index, block in enumerate(blocks)
+    ]
+
+
+def with_cache_hints(request: ModelRequest[MemoryContext]) -> ModelRequest[MemoryContext]:
+    provider = request.model._llm_type
+    if provider.startswith("anthropic") and request.messages:
+        system = request.system_message
+        last: AnyMessage = request.messages[-1]
+        return request.override(
+            system_message=system.model_copy(update={"content": _marked_blocks(system, True)})
+            if system
+            else None,
+            messages=[
+                *request.messages[:-1],
+                last.model_copy(update={"content": _marked_blocks(last, False)}),
+            ],
+        )
+    context = request.runtime.context if request.runtime else None
+    if provider.startswith("openai") and context is not None:
+        key = f"supportbot-conversation-{context.conversation_id}"
+        return request.override(model_settings={**request.model_settings, "prompt_cache_key": key})
+    return request
+
+
+class ProviderCacheMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
+    state_schema = MemoryState
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[MemoryContext],
+        handler: Callable[[ModelRequest[MemoryContext]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | Any:
+        return handler(with_cache_hints(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[MemoryContext],
+        handler: Callable[[ModelRequest[MemoryContext]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | Any:
+        return await handler(with_cache_hints(request))

@@ -1,0 +1,127 @@
+"""The memory middleware: applies a profile once per turn, before the agent starts.
+
+`before_agent` plans this turn's decisions from the stored context (`plan_memory`), folds
+the summary if due, and returns them as state updates: the graph's messages change in
+place (by id) and `memory` carries the decisions for ChatService to persist. Because
+decisions are persisted and made only when a policy's threshold is passed, the next turn
+sends the same prefix again. `wrap_model_call` places the summary right after the system
+prompt and offers `recall_history` once something has been archived.
+"""
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime
+
+from app.agent.memory.decisions import MemoryPlan, cleared_copy, plan_memory
+from app.agent.memory.profiles import MemoryProfile
+from app.agent.memory.recall import RECALL_TOOL
+from app.agent.memory.state import MemoryContext, MemoryState, MemoryUpdate
+from app.agent.memory.summarizer import SUMMARY_RUN_CONFIG, summary_request
+
+ModelCallResult = ModelResponse[Any] | Any
+
+
+def model_name(model: BaseChatModel) -> str:
+    return str(getattr(model, "model_name", None) or getattr(model, "model", None) or "unknown")
+
+
+def _tool_name(tool: BaseTool | dict[str, Any]) -> str:
+    if isinstance(tool, BaseTool):
+        return tool.name
+    return str(tool.get("name") or tool.get("function", {}).get("name"))
+
+
+def with_summary(system: SystemMessage | None, summary: str) -> SystemMessage:
+    """The static prompt first, the summary second: two blocks, so the prompt's cached
+    prefix survives a new summary (and Anthropic can mark a breakpoint after each)."""
+    blocks: list[str | dict[str, Any]] = [{"type": "text", "text": system.text}] if system else []
+    return SystemMessage(content=[*blocks, {"type": "text", "text": summary}])
+
+
+class MemoryMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
+    state_schema = MemoryState
+
+    def __init__(
+        self, profile: MemoryProfile, summary_model: BaseChatModel, recall_tool: BaseTool
+    ) -> None:
+        super().__init__()
+        self.profile = profile
+        self.summary_model = summary_model
+        self.tools = [recall_tool]
+
+    def before_agent(
+        self, state: MemoryState, runtime: Runtime[MemoryContext]
+    ) -> dict[str, Any] | None:
+        plan = plan_memory(state["messages"], state.get("summary"), self.profile)
+        summary = None
+        if plan.fold:
+            request = summary_request(state.get("summary"), plan.fold)
+            summary = self.summary_model.invoke(request, config=SUMMARY_RUN_CONFIG).text
+        return self._updates(state, plan, summary)
+
+    async def abefore_agent(
+        self, state: MemoryState, runtime: Runtime[MemoryContext]
+    ) -> dict[str, Any] | None:
+        plan = plan_memory(state["messages"], state.get("summary"), self.profile)
+        summary = None
+        if plan.fold:
+            request = summary_request(state.get("summary"), plan.fold)
+            summary = (await self.summary_model.ainvoke(request, config=SUMMARY_RUN_CONFIG)).text
+        return self._updates(state, plan, summary)
+
+    def _updates(
+        self, state: MemoryState, plan: MemoryPlan, summary: str | None
+    ) -> dict[str, Any] | None:
+        if not plan.changes_context:
+            return None
+        dropped = plan.dropped_ids
+        changed: list[BaseMessage] = [RemoveMessage(id=message_id) for message_id in dropped]
+        changed += [
+            cleared_copy(m, plan.placeholders[str(m.id)])
+            for m in state["messages"]
+            if isinstance(m, ToolMessage)
+            and str(m.id) in plan.placeholders
+            and str(m.id) not in dropped
+        ]
+        update = MemoryUpdate(
+            placeholders=plan.placeholders,
+            dropped=dropped,
+            summary=summary,
+            summary_model=model_name(self.summary_model) if summary is not None else None,
+        )
+        return {
+            "messages": changed,
+            "summary": summary if summary is not None else state.get("summary"),
+            "archived": True,
+            "memory": update,
+        }
+
+    @staticmethod
+    def _request_with_memory(request: ModelRequest[MemoryContext]) -> ModelRequest[MemoryContext]:
+        summary = request.state.get("summary")
+        if isinstance(summary, str) and summary:
+            request = request.override(system_message=with_summary(request.system_message, summary))
+        if not request.state.get("archived"):  # nothing to recall yet: don't offer the tool
+            request = request.override(
+                tools=[t for t in request.tools if _tool_name(t) != RECALL_TOOL]
+            )
+        return request
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[MemoryContext],
+        handler: Callable[[ModelRequest[MemoryContext]], ModelResponse[Any]],
+    ) -> ModelCallResult:
+        return handler(self._request_with_memory(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[MemoryContext],
+        handler: Callable[[ModelRequest[MemoryContext]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult:
+        return await handler(self._request_with_memory(request))

@@ -1,0 +1,97 @@
+"""The memory profiles, as data: one pydantic model per profile, defaults in one dict.
+
+Every threshold counts tokens with `app.tokens.count_tokens` over the conversation part of
+the context (the stored summary plus the messages the model still sees; the static system
+prompt and the tool definitions are not counted). A policy left out (`None`) is off.
+"""
+
+from pydantic import BaseModel, Field, model_validator
+
+
+class ClearingPolicy(BaseModel):
+    """Replace old tool results by a one-line placeholder, in batches, persisted."""
+
+    trigger_tokens: int = Field(ge=0, description="clear only when the context exceeds this")
+    keep: int = Field(ge=0, description="the most recent tool results stay in full")
+    clear_at_least: int = Field(
+        ge=0, description="clear only when this many tokens come free (one big step, not many)"
+    )
+    exclude_tools: tuple[str, ...] = Field((), description="tools whose results never clear")
+
+
+class TrimPolicy(BaseModel):
+    """Drop the oldest whole exchanges (a user message and the agent's work on it)."""
+
+    high_tokens: int = Field(gt=0, description="trim when the context exceeds this mark")
+    low_tokens: int = Field(gt=0, description="... down to at most this mark")
+
+    @model_validator(mode="after")
+    def _low_not_above_high(self) -> "TrimPolicy":
+        if self.low_tokens > self.high_tokens:
+            raise ValueError("low_tokens must not exceed high_tokens")
+        return self
+
+
+class SummaryPolicy(BaseModel):
+    """Fold the oldest exchanges into a stored summary that sits after the system prompt."""
+
+    trigger_tokens: int | None = Field(None, gt=0, description="fold when the context exceeds")
+    trigger_exchanges: int | None = Field(
+        None, gt=0, description="... or when this many exchanges are verbatim (every M turns)"
+    )
+    keep_exchanges: int = Field(ge=1, description="the last exchanges that stay verbatim")
+
+    @model_validator(mode="after")
+    def _has_trigger(self) -> "SummaryPolicy":
+        if self.trigger_tokens is None and self.trigger_exchanges is None:
+            raise ValueError("a summary needs trigger_tokens or trigger_exchanges")
+        return self
+
+
+class MemoryProfile(BaseModel):
+    description: str
+    clearing: ClearingPolicy | None = None
+    trim: TrimPolicy | None = None
+    summary: SummaryPolicy | None = None
+
+
+def default_profiles() -> dict[str, MemoryProfile]:
+    """The defaults; settings deep-merge overrides onto them (`ProfilesSettings`)."""
+    batch_clearing = ClearingPolicy(trigger_tokens=6000, keep=3, clear_at_least=4000)
+    return {
+        "baseline": MemoryProfile(description="keep everything (the reference for evals)"),
+        "clearing": MemoryProfile(
+            description="clear old tool results in batches, nothing else",
+            clearing=batch_clearing,
+        ),
+        "trim+clear": MemoryProfile(
+            description="batch clearing, then drop old exchanges from a high to a low mark",
+            clearing=batch_clearing,
+            trim=TrimPolicy(high_tokens=9000, low_tokens=4500),
+        ),
+        "summary+clear": MemoryProfile(
+            description="batch clearing, then fold old exchanges into a summary",
+            clearing=batch_clearing,
+            summary=SummaryPolicy(trigger_tokens=9000, keep_exchanges=4),
+        ),
+        "hybrid": MemoryProfile(
+            description="masking window of the last 3 tool results, a summary every 10 turns",
+            clearing=ClearingPolicy(trigger_tokens=0, keep=3, clear_at_least=3000),
+            summary=SummaryPolicy(trigger_exchanges=14, keep_exchanges=4),
+        ),
+        "trim-naive": MemoryProfile(
+            description="per-turn trimming and clearing, like the production bot (evals only)",
+            clearing=ClearingPolicy(trigger_tokens=0, keep=2, clear_at_least=0),
+            trim=TrimPolicy(high_tokens=4000, low_tokens=4000),
+        ),
+        "staff": MemoryProfile(
+            description="short, precise staff chats: trim + clear",
+            clearing=batch_clearing,
+            trim=TrimPolicy(high_tokens=8000, low_tokens=4000),
+        ),
+        "client": MemoryProfile(
+            description="long group chats with topic jumps: summary + clear",
+            clearing=batch_clearing,
+            summary=SummaryPolicy(trigger_tokens=9000, keep_exchanges=4),
+        ),
+    }

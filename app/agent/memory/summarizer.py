@@ -1,0 +1,221 @@
+"""Folding old exchanges into the conversation summary.
+
+The summary model gets the previous summary and only the newly folded messages, rendered
+one per line with their recall ids, and returns the updated summary. With no LLM
+configured, `ExtractiveSummaryModel` does this deterministically: it copies the sentences
+in which users state facts and constraints, and indexes the questions asked.
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
+
+from app.agent.memory.decisions import describe_tool_result, is_cleared, tool_calls_by_id
+from app.agent.messages import count_message_tokens, message_text
+from app.agent.models import OFFLINE, build_chat_model
+from app.observability.calls import PURPOSE_KEY
+from app.settings import LLMSettings
+
+SUMMARY_HEADING = "Summary of the earlier conversation (#N = recall id for recall_history)"
+SECTIONS = ("Facts and constraints users stated", "Decisions", "Open questions", "Topics")
+SUMMARY_INSTRUCTIONS = f"""You maintain the running summary of a support chat that \
+several people may share. You get the previous summary (maybe empty) and the messages \
+that now leave the model's context, one per line as `[#id role] text`. Return the \
+updated summary and nothing else, in plain text with exactly this layout:
+
+{SUMMARY_HEADING}
+Participants: <names, comma-separated>
+{SECTIONS[0]}:
+- <author>: <fact or constraint in the user's own words, e.g. product version, operating \
+system, country, currency, answer style> (#id)
+{SECTIONS[1]}:
+- <what was agreed or chosen> (#id)
+{SECTIONS[2]}:
+- <author>: <question not answered yet> (#id)
+{SECTIONS[3]}:
+- <author>: <question asked> (#id)
+
+Keep every earlier item unless a newer message contradicts it; never drop a stated fact \
+or constraint. Write `- none` under an empty section."""
+
+# run metadata that makes app/observability/calls.py record the call as a summary call
+SUMMARY_RUN_CONFIG: RunnableConfig = {
+    "metadata": {PURPOSE_KEY: "summary"},
+    "tags": [TAG_NOSTREAM],
+    "run_name": "memory_summary",
+}
+
+_LINE = re.compile(r"^\[#(?P<id>[^\s\]]+) (?P<role>user|assistant|tool)\] (?P<text>.*)$")
+_AUTHOR = re.compile(r"^(?P<author>[^:\n]{1,64}): (?P<text>.*)$")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_FACT = re.compile(
+    r"\d|[€$£]|\b(please|always|never|must|have to|has to|need|needs|only|don't|do not|"
+    r"prefer|keep|should|without|windows|mac|macos|linux|ubuntu|debian|fedora|android|ios|"
+    r"eur|usd|gbp|chf|gmbh|ltd|llc|inc|germany|german|version)\b",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(r"\b(we'll|we will|we decided|decided|agreed|let's|we go with)\b", re.I)
+_UNANSWERED = re.compile(r"could not find|not covered|don't know|do not know", re.IGNORECASE)
+ITEM_CHARS = 220
+
+
+def render_for_summary(messages: Sequence[AnyMessage]) -> str:
+    """One line per message: `[#17 user] Ann: text`, tool results as their description."""
+    calls = tool_calls_by_id(messages)
+    lines = []
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            role, text = "user", message_text(m)
+        elif isinstance(m, ToolMessage):
+            role = "tool"
+            text = (
+                message_text(m)
+                if is_cleared(m)
+                else describe_tool_result(m, calls.get(m.tool_call_id))
+            )
+        elif isinstance(m, AIMessage):
+            role = "assistant"
+            asked = ", ".join(f"{c['name']}({c['args']})" for c in m.tool_calls)
+            text = message_text(m) or f"(calls {asked})"
+        else:
+            continue
+        lines.append(f"[#{m.id} {role}] {' '.join(text.split())}")
+    return "\n".join(lines)
+
+
+def summary_request(previous: str | None, folded: Sequence[AnyMessage]) -> list[BaseMessage]:
+    return [
+        SystemMessage(SUMMARY_INSTRUCTIONS),
+        HumanMessage(
+            f"<previous_summary>\n{previous or ''}\n</previous_summary>\n"
+            f"<new_messages>\n{render_for_summary(folded)}\n</new_messages>"
+        ),
+    ]
+
+
+@dataclass
+class _SummaryParts:
+    participants: list[str] = field(default_factory=list)
+    sections: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in SECTIONS})
+
+    @classmethod
+    def parse(cls, text: str) -> "_SummaryParts":
+        """Reads back what `render` wrote."""
+        parts, section = cls(), None
+        for line in text.splitlines():
+            if line.startswith("Participants: "):
+                parts.participants = [p for p in line[len("Participants: ") :].split(", ") if p]
+            elif line.rstrip(":") in SECTIONS:
+                section = line.rstrip(":")
+            elif section and line.startswith("- ") and line != "- none":
+                parts.sections[section].append(line[2:])
+        return parts
+
+    def add(self, section: str, item: str) -> None:
+        if item not in self.sections[section]:
+            self.sections[section].append(item)
+
+    def render(self) -> str:
+        lines = [SUMMARY_HEADING, f"Participants: {', '.join(self.participants)}"]
+        for section in SECTIONS:
+            lines.append(f"{section}:")
+            lines += [f"- {item}" for item in self.sections[section]] or ["- none"]
+        return "\n".join(lines)
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= ITEM_CHARS else text[: ITEM_CHARS - 1] + "…"
+
+
+def extractive_summary(previous: str, rendered: str) -> str:
+    """Updates `previous` with the rendered lines of the newly folded messages."""
+    parts = _SummaryParts.parse(previous)
+    open_question: str | None = None  # the last user question, until an answer comes
+    for line in rendered.splitlines():
+        match = _LINE.match(line)
+        if not match:
+            continue
+        recall_id, role, text = match["id"], match["role"], match["text"]
+        if role == "assistant" and not text.startswith("(calls "):
+            if open_question and _UNANSWERED.search(text):
+                parts.add("Open questions", open_question)
+            open_question = None
+        if role != "user":
+            continue
+        author_match = _AUTHOR.match(text)
+        author, said = (
+            (author_match["author"], author_match["text"]) if author_match else ("user", text)
+        )
+        if author not in parts.participants:
+            parts.participants.append(author)
+        questions = []
+        for sentence in _SENTENCE.split(said):
+            if sentence.endswith("?"):
+                questions.append(sentence)
+            elif _DECISION.search(sentence):
+                parts.add("Decisions", f"{author}: {_shorten(sentence)} (#{recall_id})")
+            elif _FACT.search(sentence):
+                parts.add(SECTIONS[0], f"{author}: {_shorten(sentence)} (#{recall_id})")
+        if questions:
+            open_question = f"{author}: {_shorten(' '.join(questions))} (#{recall_id})"
+            parts.add("Topics", open_question)
+    if open_question:  # asked, never answered in what was folded
+        parts.add("Open questions", open_question)
+    return parts.render()
+
+
+class ExtractiveSummaryModel(BaseChatModel):
+    """The offline summary model: answers a `summary_request` with `extractive_summary`."""
+
+    model_name: str = "offline-summary"
+
+    @property
+    def _llm_type(self) -> str:
+        return "supportbot-offline-summary"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        request = message_text(messages[-1])
+        previous = _between(request, "previous_summary")
+        rendered = _between(request, "new_messages")
+        reply = AIMessage(content=extractive_summary(previous, rendered))
+        input_tokens = sum(count_message_tokens(m) for m in messages)
+        output_tokens = count_message_tokens(reply)
+        reply.usage_metadata = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }
+        reply.response_metadata = {"model_name": self.model_name}
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def _between(text: str, tag: str) -> str:
+    start, end = text.find(f"<{tag}>"), text.find(f"</{tag}>")
+    return text[start + len(tag) + 2 : end].strip() if start >= 0 and end > start else ""
+
+
+def build_summary_model(llm: LLMSettings) -> BaseChatModel:
+    if llm.summary_model == OFFLINE:
+        return ExtractiveSummaryModel()
+    return build_chat_model(llm.summary_model, llm)
