@@ -1,45 +1,100 @@
-"""Conversations over plain HTTP: post a message, read the history."""
+"""Conversations over HTTP: post a message (whole or streamed), read the history, rate an
+answer. Staff credentials are needed for the staff audience and staff conversations."""
 
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, status
+from fastapi import APIRouter, Depends, HTTPException, Path, status
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 
+from app.api.auth import CallerDep
 from app.api.deps import ChatServiceDep
 from app.api.schemas import ConversationOut, ErrorOut, MessageIn, MessageOut, ReplyOut
-from app.chat.service import TurnRequest
+from app.chat.service import TurnFailed, TurnRequest
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 ConversationKey = Annotated[str, Path(min_length=1, max_length=255, examples=["demo"])]
 
 
+def turn_request(
+    key: ConversationKey, body: MessageIn, caller: CallerDep, chat: ChatServiceDep
+) -> TurnRequest:
+    """The turn, checked before anything is stored or streamed."""
+    if body.audience == "staff" and not caller.is_staff:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "the staff audience needs staff credentials")
+    request = TurnRequest(
+        channel="widget" if key.startswith("widget:") else "api",
+        conversation_key=key,
+        audience=body.audience,
+        author=body.author,
+        text=body.text,
+    )
+    chat.validate(request)
+    return request
+
+
+TurnRequestDep = Annotated[TurnRequest, Depends(turn_request)]
+
+
 @router.post(
     "/{key}/messages",
     response_model=ReplyOut,
-    responses={422: {"model": ErrorOut}, 502: {"model": ErrorOut}},
+    responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}, 502: {"model": ErrorOut}},
 )
-async def post_message(key: ConversationKey, body: MessageIn, chat: ChatServiceDep) -> ReplyOut:
+async def post_message(request: TurnRequestDep, chat: ChatServiceDep) -> ReplyOut:
     """Run one turn and return the answer with its citations and token usage."""
-    reply = await chat.handle_turn(
-        TurnRequest(
-            channel="api",
-            conversation_key=key,
-            audience=body.audience,
-            author=body.author,
-            text=body.text,
-        )
-    )
-    return ReplyOut.model_validate(asdict(reply))
+    return ReplyOut.model_validate(asdict(await chat.handle_turn(request)))
 
 
-@router.get("/{key}", response_model=ConversationOut, responses={404: {"model": ErrorOut}})
-async def get_conversation(key: ConversationKey, chat: ChatServiceDep) -> ConversationOut:
+@router.post(
+    "/{key}/messages/stream",
+    response_class=EventSourceResponse,
+    responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}},
+)
+async def stream_message(
+    request: TurnRequestDep, chat: ChatServiceDep
+) -> AsyncIterator[ServerSentEvent]:
+    """The same turn as Server-Sent Events: `token` events ({"text"}) as the model writes,
+    then one `done` event with the whole reply (as the non-streaming endpoint returns it),
+    or one `error` event ({"detail"}) when the turn failed."""
+    tokens: asyncio.Queue[str] = asyncio.Queue()
+    turn = asyncio.create_task(chat.handle_turn(request, on_token=tokens.put))
+    while not (turn.done() and tokens.empty()):
+        getter = asyncio.ensure_future(tokens.get())
+        await asyncio.wait({getter, turn}, return_when=asyncio.FIRST_COMPLETED)
+        if getter.done():
+            yield ServerSentEvent(event="token", data={"text": getter.result()})
+        else:
+            getter.cancel()
+    try:
+        reply = turn.result()
+    except TurnFailed:
+        yield ServerSentEvent(event="error", data={"detail": TURN_FAILED})
+        return
+    yield ServerSentEvent(event="done", data=ReplyOut.model_validate(asdict(reply)).model_dump())
+
+
+TURN_FAILED = "The assistant could not answer this time; your message was kept. Please try again."
+
+
+@router.get(
+    "/{key}",
+    response_model=ConversationOut,
+    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+)
+async def get_conversation(
+    key: ConversationKey, chat: ChatServiceDep, caller: CallerDep
+) -> ConversationOut:
     """The whole transcript, including tool calls and what memory took out of the context."""
     found = await chat.history(key)
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no conversation {key!r}")
     conversation, messages = found
+    if conversation.audience == "staff" and not caller.is_staff:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials required")
     return ConversationOut(
         key=conversation.key,
         channel=conversation.channel,

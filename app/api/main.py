@@ -6,10 +6,13 @@ from typing import Any
 
 from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 
-from app.api import conversations, health
+from app.api import conversations, health, telegram, widget
 from app.chat.service import InvalidTurn, TurnFailed
+from app.observability.metrics import exposition
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
 
@@ -25,7 +28,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.runtime = Runtime.from_settings(settings)
-        yield
+        async with telegram.webhook_bot(app):
+            yield
         await app.state.runtime.aclose()
 
     app = FastAPI(
@@ -36,6 +40,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.include_router(health.router)
     app.include_router(conversations.router)
+    app.include_router(widget.router)
+    app.include_router(telegram.router)
+    app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
+    if settings.widget.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.widget.allowed_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        body, content_type = exposition()
+        return Response(body, media_type=content_type)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -49,10 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(TurnFailed)
     async def turn_failed(_: Request, exc: TurnFailed) -> JSONResponse:
         return JSONResponse(
-            {
-                "detail": "The assistant could not answer this time; your message was kept. "
-                "Please try again.",
-            },
+            {"detail": conversations.TURN_FAILED},
             status_code=status.HTTP_502_BAD_GATEWAY,
         )
 

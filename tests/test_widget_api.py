@@ -1,0 +1,117 @@
+"""The staff widget's HTTP side without a browser: auth rules, the SSE event sequence,
+the static files, CORS."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from app.settings import Settings
+from tests.conftest import make_client
+
+STAFF = {"authorization": "Bearer alice-token"}
+KEY = "widget:alice:1"
+
+
+@pytest.fixture
+def staff_client(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
+    settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
+    settings.widget.allowed_origins = ["https://crm.example.com"]
+    with make_client(settings, sample_index) as client:
+        yield client
+
+
+def ask(text: str, audience: str = "staff") -> dict[str, str]:
+    return {"audience": audience, "author": "alice", "text": text}
+
+
+def events(body: str) -> list[tuple[str, dict[str, object]]]:
+    """Parse a text/event-stream body into (event, data) pairs."""
+    parsed = []
+    for block in body.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        parsed.append((fields["event"], json.loads(fields["data"])))
+    return parsed
+
+
+def test_the_stream_sends_tokens_then_the_whole_reply(staff_client: TestClient) -> None:
+    response = staff_client.post(
+        f"/v1/conversations/{KEY}/messages/stream",
+        json=ask("How do I create an invoice?"),
+        headers=STAFF,
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    sequence = events(response.text)
+    kinds = [kind for kind, _ in sequence]
+    assert kinds[-1] == "done" and set(kinds[:-1]) == {"token"} and len(kinds) > 3
+    done = sequence[-1][1]
+    streamed = "".join(str(data["text"]) for kind, data in sequence if kind == "token")
+    assert streamed == done["text"]
+    assert done["profile"] == "staff" and done["turn"] == 1
+    assert any(c["source"] == "en/create-invoice.md" for c in done["citations"])  # type: ignore[attr-defined]
+
+    history = staff_client.get(f"/v1/conversations/{KEY}", headers=STAFF).json()
+    assert history["messages"][-1]["content"] == done["text"]
+
+
+def test_bad_input_is_refused_before_the_stream_starts(staff_client: TestClient) -> None:
+    response = staff_client.post(
+        f"/v1/conversations/{KEY}/messages/stream", json=ask(""), headers=STAFF
+    )
+    assert response.status_code == 422
+    assert response.json() == {"detail": "the message is empty"}
+
+
+@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer wrong"}])
+def test_without_staff_credentials_nothing_is_stored(
+    staff_client: TestClient, headers: dict[str, str]
+) -> None:
+    for path in ("messages", "messages/stream"):
+        response = staff_client.post(
+            f"/v1/conversations/{KEY}/{path}", json=ask("hello"), headers=headers
+        )
+        assert response.status_code in (401, 403)
+    assert staff_client.get("/v1/widget/me", headers=headers).status_code == 401
+    assert staff_client.get(f"/v1/conversations/{KEY}", headers=STAFF).status_code == 404
+
+
+def test_a_client_can_never_get_the_staff_profile(staff_client: TestClient) -> None:
+    staff_client.post(f"/v1/conversations/{KEY}/messages", json=ask("hello"), headers=STAFF)
+    as_client = staff_client.post(
+        f"/v1/conversations/{KEY}/messages", json=ask("hello", audience="client")
+    )
+    assert as_client.status_code == 422
+    assert "belongs to the staff audience" in as_client.json()["detail"]
+    assert staff_client.get(f"/v1/conversations/{KEY}").status_code == 401
+
+
+def test_staff_sign_in_by_token_or_trusted_header(settings: Settings, sample_index: Path) -> None:
+    settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
+    settings.widget.trusted_user_header = "X-Forwarded-User"
+    with make_client(settings, sample_index) as client:
+        assert client.get("/v1/widget/me", headers=STAFF).json() == {"name": "alice"}
+        by_proxy = client.get("/v1/widget/me", headers={"X-Forwarded-User": "bob"})
+        assert by_proxy.json() == {"name": "bob"}
+
+
+def test_the_widget_is_served_and_cors_is_limited(staff_client: TestClient) -> None:
+    page = staff_client.get("/widget")
+    assert page.status_code == 200 and '<main id="supportbot"' in page.text
+    assert (
+        staff_client.get("/widget/embed.js").headers["content-type"].startswith("text/javascript")
+    )
+    assert staff_client.get("/widget/static/widget.js").status_code == 200
+    allowed = staff_client.options(
+        "/v1/widget/me",
+        headers={"origin": "https://crm.example.com", "access-control-request-method": "GET"},
+    )
+    assert allowed.headers["access-control-allow-origin"] == "https://crm.example.com"
+    other = staff_client.options(
+        "/v1/widget/me",
+        headers={"origin": "https://evil.example.com", "access-control-request-method": "GET"},
+    )
+    assert "access-control-allow-origin" not in other.headers
