@@ -3,12 +3,14 @@
 import typer
 
 from app.settings import get_settings
+from bot import cli as telegram_cli
 from knowledge import cli as knowledge_cli
 
 cli = typer.Typer(help="Customer-support chatbot service.", no_args_is_help=True)
 db_cli = typer.Typer(help="Database migrations.", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
 cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search, stats.")
+cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
 
 
 @cli.command()

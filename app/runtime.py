@@ -21,6 +21,8 @@ from app.agent.tools import knowledge_search_tool
 from app.chat.locks import ConversationLocks
 from app.chat.service import ChatService
 from app.db.engine import make_async_engine, make_session_factory
+from app.observability.simulator import RULES, PrefixCacheSimulator
+from app.observability.tracing import Tracer
 from app.settings import Settings
 from knowledge.store import KnowledgeBase
 from knowledge.types import Retriever
@@ -72,7 +74,12 @@ class Runtime:
         knowledge = KnowledgeBase.from_settings(settings.knowledge)
         model = build_chat_model(settings.llm.model, settings.llm)
         chat = ChatService(
-            settings, sessions, ConversationLocks(engine), agent_factory(settings, model, knowledge)
+            settings,
+            sessions,
+            ConversationLocks(engine),
+            agent_factory(settings, model, knowledge),
+            tracer=Tracer.from_settings(settings),
+            simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
         )
         return cls(settings, engine, sessions, knowledge, chat)
 

@@ -89,7 +89,7 @@ def test_a_failing_model_gives_a_502_and_keeps_the_message(
     with make_client(settings, sample_index) as client:
         response = client.post(
             "/v1/conversations/demo/messages",
-            json={"audience": "staff", "author": "Jo", "text": "How do I create an invoice?"},
+            json={"audience": "client", "author": "Jo", "text": "How do I create an invoice?"},
         )
         assert response.status_code == 502
         assert "your message was kept" in response.json()["detail"]

@@ -3,16 +3,17 @@
 from typing import Any
 
 import pytest
-from knowledge.format import format_passages
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.chat.locks import ConversationLocks
 from app.chat.service import ChatService, ImageInput, InvalidTurn, TurnFailed, TurnRequest
+from app.db import queries
 from app.db.models import LLMCall, Message, Turn
 from app.runtime import agent_factory
 from app.settings import Settings
+from knowledge.format import format_passages
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
 
 
@@ -178,15 +179,25 @@ async def test_images_reach_the_model_in_their_turn_only(
 
 
 async def test_reset_starts_a_fresh_context_and_keeps_the_archive(
-    service: ChatService, model: CapturingChatModel
+    service: ChatService,
+    model: CapturingChatModel,
+    settings: Settings,
+    pg_sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     assert not await service.reset_context("test:chat")
     await service.handle_turn(ask("How do I create an invoice?"))
+    async with pg_sessions() as session:  # as if memory had folded the first exchange
+        conversation = await queries.get_conversation(session, "test:chat")
+        assert conversation is not None
+        first = (await queries.all_messages(session, conversation))[0]
+        await queries.add_summary(session, conversation, "Ann uses Ledgerly.", first.id, "x", 5)
+        await session.commit()
     assert await service.reset_context("test:chat")
     await service.handle_turn(ask("Where do I set the VAT rates?", author="Bob"))
 
-    assert described(model.calls[-2].messages)[1:] == [
-        ("human", "Bob: Where do I set the VAT rates?")
+    assert described(model.calls[-2].messages) == [
+        ("system", settings.chat.system_prompt),
+        ("human", "Bob: Where do I set the VAT rates?"),
     ]
     found = await service.history("test:chat")
     assert found is not None

@@ -4,15 +4,26 @@ answer. Staff credentials are needed for the staff audience and staff conversati
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import asdict
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Path, status
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from app.api.auth import CallerDep
+from app.api.auth import Caller, CallerDep
 from app.api.deps import ChatServiceDep
-from app.api.schemas import ConversationOut, ErrorOut, MessageIn, MessageOut, ReplyOut
+from app.api.schemas import (
+    ConversationOut,
+    ErrorOut,
+    MessageIn,
+    MessageOut,
+    ReplyOut,
+    UsageReportOut,
+    UsageTotalsOut,
+)
 from app.chat.service import TurnFailed, TurnRequest
+from app.db.models import Conversation
+
+T = TypeVar("T")
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -80,6 +91,33 @@ async def stream_message(
 TURN_FAILED = "The assistant could not answer this time; your message was kept. Please try again."
 
 
+def readable(
+    key: str, caller: Caller, found: tuple[Conversation, T] | None
+) -> tuple[Conversation, T]:
+    """What was found for `key`, if there is something and this caller may read it."""
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no conversation {key!r}")
+    if found[0].audience == "staff" and not caller.is_staff:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials required")
+    return found
+
+
+@router.get(
+    "/{key}/usage",
+    response_model=UsageReportOut,
+    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+)
+async def get_usage(
+    key: ConversationKey, chat: ChatServiceDep, caller: CallerDep
+) -> UsageReportOut:
+    """Tokens, cached share and cost of the conversation's LLM calls, by purpose."""
+    _, by_purpose = readable(key, caller, await chat.usage(key))
+    return UsageReportOut(
+        conversation_key=key,
+        by_purpose={purpose: UsageTotalsOut.of(totals) for purpose, totals in by_purpose.items()},
+    )
+
+
 @router.get(
     "/{key}",
     response_model=ConversationOut,
@@ -89,12 +127,7 @@ async def get_conversation(
     key: ConversationKey, chat: ChatServiceDep, caller: CallerDep
 ) -> ConversationOut:
     """The whole transcript, including tool calls and what memory took out of the context."""
-    found = await chat.history(key)
-    if found is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no conversation {key!r}")
-    conversation, messages = found
-    if conversation.audience == "staff" and not caller.is_staff:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials required")
+    conversation, messages = readable(key, caller, await chat.history(key))
     return ConversationOut(
         key=conversation.key,
         channel=conversation.channel,

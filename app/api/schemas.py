@@ -1,9 +1,12 @@
 """The HTTP API's request and response bodies."""
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from app.db.queries import UsageTotals
 
 
 class MessageIn(BaseModel):
@@ -85,6 +88,24 @@ class ConversationOut(BaseModel):
     audience: str
     profile: str
     messages: list[MessageOut]
+
+
+class UsageTotalsOut(BaseModel):
+    llm_calls: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    cached_share: float
+    cost_usd: float
+
+    @classmethod
+    def of(cls, totals: UsageTotals) -> "UsageTotalsOut":
+        return cls(**asdict(totals), cached_share=totals.cached_share)
+
+
+class UsageReportOut(BaseModel):
+    conversation_key: str
+    by_purpose: dict[str, UsageTotalsOut]
 
 
 class ErrorOut(BaseModel):

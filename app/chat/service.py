@@ -1,14 +1,15 @@
 """ChatService: one turn end to end, the same for every adapter (see DESIGN.md)."""
 
 import logging
+import time
 from base64 import b64encode
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import Runnable
+from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agent.memory.recall import ConversationArchive
@@ -17,13 +18,18 @@ from app.chat.locks import ConversationLocks
 from app.chat.transcript import from_langchain, to_langchain
 from app.db import queries
 from app.db.models import Conversation, LLMCall, Message, Turn
+from app.observability import metrics
 from app.observability.calls import LLMCallCollector, LLMCallRecord
+from app.observability.simulator import PrefixCacheSimulator
+from app.observability.tracing import Tracer
+from app.observability.usage import TokenUsage
 from app.settings import AUDIENCES, Settings
 from app.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
 AgentForProfile = Callable[[str], Runnable[Any, Any]]
+OnToken = Callable[[str], Awaitable[Any]]
 
 
 class InvalidTurn(ValueError):
@@ -119,6 +125,32 @@ def citations_of(answer: str, new_messages: Sequence[BaseMessage]) -> list[Citat
     return named or list(found.values())
 
 
+async def run_agent(
+    agent: Runnable[Any, Any],
+    working: dict[str, Any],
+    config: RunnableConfig,
+    context: MemoryContext,
+    on_token: OnToken | None,
+) -> dict[str, Any]:
+    """The agent's final state; with `on_token`, streamed, passing on the text the main
+    model writes (not the summarizer's, nor tool-call arguments)."""
+    if on_token is None:
+        result: dict[str, Any] = await agent.ainvoke(working, config=config, context=context)
+        return result
+    final: dict[str, Any] = {}
+    async for mode, chunk in agent.astream(
+        working, config=config, context=context, stream_mode=["messages", "values"]
+    ):
+        if mode == "values":
+            final = chunk
+            continue
+        message, metadata = chunk
+        from_main_model = metadata.get("langgraph_node") == "model"
+        if from_main_model and isinstance(message, AIMessageChunk) and message.text:
+            await on_token(message.text)
+    return final
+
+
 class ChatService:
     def __init__(
         self,
@@ -126,11 +158,20 @@ class ChatService:
         session_factory: async_sessionmaker[AsyncSession],
         locks: ConversationLocks,
         agent_for_profile: AgentForProfile,
+        *,
+        tracer: Tracer | None = None,
+        simulator: PrefixCacheSimulator | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`simulator` stands in for the provider's prompt cache where calls report none;
+        `clock` is its time (evals replay the gaps between turns through it)."""
         self._settings = settings
         self._sessions = session_factory
         self._locks = locks
         self._agent_for_profile = agent_for_profile
+        self._tracer = tracer or Tracer.disabled(settings.observability)
+        self._simulator = simulator
+        self._clock = clock
 
     def validate(self, request: TurnRequest) -> None:
         text = request.text.strip()
@@ -144,33 +185,57 @@ class ChatService:
                 f"unknown audience {request.audience!r}: use one of {', '.join(AUDIENCES)}"
             )
 
-    async def handle_turn(self, request: TurnRequest) -> TurnReply:
+    async def handle_turn(self, request: TurnRequest, on_token: OnToken | None = None) -> TurnReply:
+        """One turn end to end. `on_token` receives the answer's text as the model writes
+        it (streaming adapters); the reply is the same either way."""
         self.validate(request)
+        started = time.perf_counter()
         async with self._locks.hold(request.conversation_key):
             conversation, turn, working = await self._store_user_message(request)
-            collector = LLMCallCollector(conversation.profile)
-            try:
-                result = await self._agent_for_profile(conversation.profile).ainvoke(
-                    working,
-                    config={
-                        "callbacks": [collector],
-                        "recursion_limit": 2 * self._settings.llm.max_agent_steps + 1,
-                        "metadata": {"conversation": conversation.key, "turn": turn.number},
+            collector = LLMCallCollector(conversation.profile, self._simulator, self._clock)
+            with self._tracer.turn(
+                conversation.key,
+                request.author or "anonymous",
+                conversation.audience,
+                conversation.profile,
+                request.channel,
+                self._settings.llm.model,
+            ) as trace:
+                config: RunnableConfig = {
+                    "callbacks": [collector, *trace.callbacks],
+                    "recursion_limit": 2 * self._settings.llm.max_agent_steps + 1,
+                    "metadata": {
+                        "conversation": conversation.key,
+                        "turn": turn.number,
+                        **trace.metadata,
                     },
-                    context=MemoryContext(
-                        conversation.id, ConversationArchive(self._sessions, conversation.id)
-                    ),
+                }
+                context = MemoryContext(
+                    conversation.id, ConversationArchive(self._sessions, conversation.id)
                 )
-            except Exception as error:
-                log.exception("turn %s of %s failed", turn.number, conversation.key)
-                await self._finish_failed(conversation, turn, collector.calls, error)
-                raise TurnFailed(conversation.key, turn.number, str(error)) from error
+                agent = self._agent_for_profile(conversation.profile)
+                try:
+                    result = await run_agent(agent, working, config, context, on_token)
+                except Exception as error:
+                    log.exception("turn %s of %s failed", turn.number, conversation.key)
+                    await self._finish_failed(conversation, turn, collector.calls, error)
+                    raise TurnFailed(conversation.key, turn.number, str(error)) from error
+                agent_calls = [c.usage for c in collector.calls if c.purpose == "agent"]
+                if agent_calls:
+                    trace.score(
+                        sum(agent_calls, TokenUsage()).cache_hit_rate, agent_calls[-1].input_tokens
+                    )
             # Memory may have removed or replaced loaded messages: new ones have new ids.
             loaded = {m.id for m in working["messages"]}
             new_messages = [m for m in result["messages"] if m.id not in loaded]
             await self._store_outcome(
                 conversation, turn, new_messages, result.get("memory"), collector.calls
             )
+        metrics.observe_turn(
+            profile=conversation.profile,
+            channel=request.channel,
+            seconds=time.perf_counter() - started,
+        )
         answer = new_messages[-1].text if new_messages else ""
         return TurnReply(
             conversation_key=conversation.key,
@@ -194,6 +259,10 @@ class ChatService:
                 audience=request.audience,
                 profile=self._settings.profiles.by_audience[request.audience],
             )
+            if conversation.audience != request.audience:
+                raise InvalidTurn(
+                    f"this conversation belongs to the {conversation.audience} audience"
+                )
             turn = await queries.start_turn(session, conversation)
             text = request.text.strip() + IMAGE_MARKER * len(request.images)
             await queries.append_messages(
@@ -212,7 +281,7 @@ class ChatService:
             history[-1] = with_images(history[-1], request.images)
         working = {
             "messages": history,
-            "summary": summary.text if summary else None,
+            "summary": summary.text if summary and summary.text else None,  # "" after a reset
             "archived": archived,
         }
         return conversation, turn, working
@@ -312,6 +381,16 @@ class ChatService:
             conversation.profile = profile
             await session.commit()
         return True
+
+    async def usage(
+        self, conversation_key: str
+    ) -> tuple[Conversation, dict[str, queries.UsageTotals]] | None:
+        """The conversation's LLM usage by purpose (agent, summary, expert)."""
+        async with self._sessions() as session:
+            conversation = await queries.get_conversation(session, conversation_key)
+            if conversation is None:
+                return None
+            return conversation, await queries.usage_by_purpose(session, conversation)
 
     async def history(self, conversation_key: str) -> tuple[Conversation, list[Message]] | None:
         """The whole stored transcript, including what the model no longer sees."""

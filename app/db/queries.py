@@ -1,9 +1,10 @@
 """Small query functions over the models; callers own the session and the commit."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, LLMCall, Message, Summary, Turn
@@ -60,10 +61,24 @@ async def context_messages(session: AsyncSession, conversation: Conversation) ->
 
 
 async def drop_from_context(session: AsyncSession, conversation: Conversation) -> None:
+    """Nothing said so far reaches the model again: every message is dropped and an empty
+    summary replaces the current one (the old summaries stay, like the messages)."""
     await session.execute(
         update(Message)
         .where(Message.conversation_id == conversation.id)
         .values(context_state="dropped")
+    )
+    last_seq = await session.scalar(
+        select(func.max(Message.seq)).where(Message.conversation_id == conversation.id)
+    )
+    session.add(
+        Summary(
+            conversation_id=conversation.id,
+            text="",
+            through_seq=last_seq or 0,
+            model="reset",
+            token_count=0,
+        )
     )
 
 
@@ -139,8 +154,55 @@ async def all_messages(session: AsyncSession, conversation: Conversation) -> lis
     return list(result)
 
 
-async def llm_calls(session: AsyncSession, conversation: Conversation) -> list[LLMCall]:
-    result = await session.scalars(
-        select(LLMCall).where(LLMCall.conversation_id == conversation.id).order_by(LLMCall.id)
+@dataclass(frozen=True)
+class UsageTotals:
+    """LLM usage summed over some calls (cached tokens are part of the input tokens)."""
+
+    llm_calls: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+    @property
+    def cached_share(self) -> float:
+        return self.cached_tokens / self.input_tokens if self.input_tokens else 0.0
+
+
+def _usage_by(group: Any) -> Select[Any]:
+    return select(
+        group,
+        func.count(LLMCall.id),
+        func.coalesce(func.sum(LLMCall.input_tokens), 0),
+        func.coalesce(func.sum(LLMCall.cached_tokens), 0),
+        func.coalesce(func.sum(LLMCall.output_tokens), 0),
+        func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
+    ).group_by(group)
+
+
+async def usage_by_purpose(
+    session: AsyncSession, conversation: Conversation
+) -> dict[str, UsageTotals]:
+    rows = await session.execute(
+        _usage_by(LLMCall.purpose).where(LLMCall.conversation_id == conversation.id)
     )
-    return list(result)
+    return {row[0]: UsageTotals(*row[1:]) for row in rows}
+
+
+async def usage_by_profile(session: AsyncSession) -> dict[str, tuple[int, UsageTotals]]:
+    """Per memory profile: the number of turns and their LLM usage."""
+    turns = dict(
+        (
+            await session.execute(
+                select(Conversation.profile, func.count(Turn.id))
+                .join(Turn, Turn.conversation_id == Conversation.id)
+                .group_by(Conversation.profile)
+            )
+        ).tuples()
+    )
+    rows = await session.execute(
+        _usage_by(Conversation.profile).join(
+            Conversation, Conversation.id == LLMCall.conversation_id
+        )
+    )
+    return {row[0]: (turns.get(row[0], 0), UsageTotals(*row[1:])) for row in rows}

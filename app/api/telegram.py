@@ -1,0 +1,64 @@
+"""Telegram in webhook mode: Telegram POSTs each update here; the bot (bot/) handles it
+after the response, so a slow answer never makes Telegram retry."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from secrets import compare_digest
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Header, HTTPException, Request, Response, status
+from telegram import Update
+
+from app.runtime import Runtime
+from bot.application import ALLOWED_UPDATES, build_application
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+router = APIRouter(tags=["telegram"])
+
+
+@asynccontextmanager
+async def webhook_bot(app: FastAPI) -> AsyncIterator[None]:
+    """Runs the bot for the app's lifetime when a token is set and the mode is webhook."""
+    runtime: Runtime = app.state.runtime
+    settings = runtime.settings.telegram
+    app.state.telegram = None
+    if settings.token is None or settings.mode != "webhook":
+        yield
+        return
+    if settings.webhook_secret is None:
+        raise RuntimeError("webhook mode needs SUPPORTBOT_TELEGRAM__WEBHOOK_SECRET")
+    application = build_application(runtime.settings, runtime.chat, runtime.sessions, polling=False)
+    async with application:
+        if settings.webhook_url:
+            await application.bot.set_webhook(
+                settings.webhook_url,
+                secret_token=settings.webhook_secret.get_secret_value(),
+                allowed_updates=ALLOWED_UPDATES,
+            )
+        await application.start()
+        app.state.telegram = application
+        try:
+            yield
+        finally:
+            await application.stop()
+
+
+@router.post("/telegram/webhook", include_in_schema=False)
+async def telegram_webhook(
+    request: Request, secret: Annotated[str | None, Header(alias=SECRET_HEADER)] = None
+) -> Response:
+    application = request.app.state.telegram
+    if application is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "the Telegram bot is not in webhook mode")
+    expected = request.app.state.runtime.settings.telegram.webhook_secret.get_secret_value()
+    if secret is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, f"missing {SECRET_HEADER}")
+    if not compare_digest(secret.encode(), expected.encode()):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"wrong {SECRET_HEADER}")
+    try:
+        update = Update.de_json(await request.json(), application.bot)
+    except (ValueError, TypeError, AttributeError) as error:  # not JSON, not an update
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "not a Telegram update") from error
+    await application.update_queue.put(update)
+    return Response(status_code=status.HTTP_200_OK)

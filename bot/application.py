@@ -1,0 +1,113 @@
+"""The python-telegram-bot Application: handlers, flood limits, per-chat ordering."""
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+from weakref import WeakValueDictionary
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from telegram import LinkPreviewOptions, Update
+from telegram.constants import ParseMode
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    BaseUpdateProcessor,
+    CommandHandler,
+    Defaults,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from app.chat.service import ChatService
+from app.settings import Settings
+from bot.handlers import SupportBot
+from bot.updates import ADDRESSED_TO_BOT
+
+BotApplication = Application[Any, Any, Any, Any, Any, Any]
+
+# New messages only: an edited message is never answered a second time.
+ALLOWED_UPDATES = [Update.MESSAGE]
+
+
+class ChatOrderedUpdateProcessor(BaseUpdateProcessor):
+    """Updates of different chats run concurrently, those of one chat one at a time and in
+    the order they arrived (asyncio locks queue their waiters first come, first served)."""
+
+    def __init__(self, max_concurrent_updates: int) -> None:
+        super().__init__(max_concurrent_updates)
+        self._chat_locks: WeakValueDictionary[int, asyncio.Lock] = WeakValueDictionary()
+
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        chat = update.effective_chat if isinstance(update, Update) else None
+        if chat is None:
+            await coroutine
+            return
+        lock = self._chat_locks.setdefault(chat.id, asyncio.Lock())
+        async with lock:
+            await coroutine
+
+    async def initialize(self) -> None:
+        """Nothing to set up."""
+
+    async def shutdown(self) -> None:
+        """Nothing to release."""
+
+
+def build_application(
+    settings: Settings,
+    chat: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    polling: bool,
+    post_shutdown: Callable[[BotApplication], Coroutine[Any, Any, None]] | None = None,
+) -> BotApplication:
+    """The bot, fed by long polling or (`polling=False`) by whoever puts updates on its
+    update queue: the webhook route."""
+    telegram = settings.telegram
+    if telegram.token is None:
+        raise ValueError("no Telegram bot token: set SUPPORTBOT_TELEGRAM__TOKEN")
+    bot = SupportBot(settings, chat, sessions)
+    builder = (
+        Application.builder()
+        .token(telegram.token.get_secret_value())
+        .base_url(telegram.api_base_url)
+        .base_file_url(telegram.file_base_url)
+        .defaults(
+            Defaults(
+                parse_mode=ParseMode.HTML,
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+                allow_sending_without_reply=True,  # the question may be deleted meanwhile
+            )
+        )
+        .rate_limiter(
+            AIORateLimiter(
+                overall_max_rate=telegram.messages_per_second,
+                overall_time_period=1,
+                group_max_rate=telegram.group_messages_per_minute,
+                group_time_period=60,
+                max_retries=telegram.flood_retries,
+            )
+        )
+        .concurrent_updates(ChatOrderedUpdateProcessor(telegram.concurrent_chats))
+        .post_init(bot.forget_old_claims)
+    )
+    if not polling:
+        builder = builder.updater(None)
+    if post_shutdown is not None:
+        builder = builder.post_shutdown(post_shutdown)
+    application = builder.build()
+
+    new_message = filters.UpdateType.MESSAGE
+    text_or_photo = new_message & (filters.TEXT | filters.PHOTO) & ~filters.COMMAND
+    application.add_handler(TypeHandler(Update, bot.skip_duplicates), group=-1)
+    application.add_handlers(
+        [
+            CommandHandler("ask", bot.ask, filters=new_message),
+            CommandHandler("reset", bot.reset, filters=new_message),
+            CommandHandler(["start", "help"], bot.help, filters=new_message),
+            MessageHandler(text_or_photo & ADDRESSED_TO_BOT, bot.answer),
+        ]
+    )
+    application.add_error_handler(bot.on_error)
+    return application
