@@ -11,6 +11,7 @@ from langchain_core.runnables import Runnable
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agent.expert import ask_expert_tool
 from app.agent.memory.cache_hints import ProviderCacheMiddleware
 from app.agent.memory.middleware import MemoryMiddleware
 from app.agent.memory.recall import recall_history_tool
@@ -33,6 +34,7 @@ def agent_factory(
     model: BaseChatModel,
     retriever: Retriever,
     summary_model: BaseChatModel | None = None,
+    expert_model: BaseChatModel | None = None,
 ) -> Any:
     """One compiled agent per memory profile, built on first use."""
     tools = [
@@ -40,6 +42,8 @@ def agent_factory(
             retriever, settings.knowledge.top_k, settings.knowledge.result_token_budget
         )
     ]
+    if expert := ask_expert_tool(settings, expert_model):  # None: no search backend set
+        tools.append(expert)
     summarizer = summary_model or build_summary_model(settings.llm)
     recall = recall_history_tool(
         settings.profiles.recall_results, settings.profiles.recall_token_budget
@@ -65,6 +69,7 @@ class Runtime:
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
     knowledge: KnowledgeBase
+    tracer: Tracer
     chat: ChatService
 
     @classmethod
@@ -73,15 +78,16 @@ class Runtime:
         sessions = make_session_factory(engine)
         knowledge = KnowledgeBase.from_settings(settings.knowledge)
         model = build_chat_model(settings.llm.model, settings.llm)
+        tracer = Tracer.from_settings(settings)
         chat = ChatService(
             settings,
             sessions,
             ConversationLocks(engine),
             agent_factory(settings, model, knowledge),
-            tracer=Tracer.from_settings(settings),
+            tracer=tracer,
             simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
         )
-        return cls(settings, engine, sessions, knowledge, chat)
+        return cls(settings, engine, sessions, knowledge, tracer, chat)
 
     async def database_ready(self) -> bool:
         try:
@@ -92,5 +98,6 @@ class Runtime:
         return True
 
     async def aclose(self) -> None:
+        self.tracer.flush()
         self.knowledge.close()
         await self.engine.dispose()

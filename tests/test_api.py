@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, select
 
 from app.db.engine import sync_url
@@ -108,3 +109,60 @@ def test_openapi_documents_the_turn_with_examples(client: TestClient) -> None:
     schema = client.get("/openapi.json").json()
     assert "/v1/conversations/{key}/messages" in schema["paths"]
     assert schema["components"]["schemas"]["MessageIn"]["examples"]
+
+
+def metric(client: TestClient, name: str, **labels: str) -> float:
+    """One sample of the /metrics exposition (0 when absent)."""
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def test_usage_is_reported_per_conversation_and_in_metrics(
+    settings: Settings, sample_index: Path
+) -> None:
+    # A block cache (vLLM-style, 16 tokens) caches even this short conversation's prefix.
+    settings.observability.simulator_rules = "block16"
+    with make_client(settings, sample_index) as client:
+        check_usage_reports(client)
+
+
+def check_usage_reports(client: TestClient) -> None:
+    labels = {"profile": "client", "purpose": "agent", "model": "offline"}
+    before = {
+        name: metric(client, name, **labels)
+        for name in (
+            "supportbot_llm_calls_total",
+            "supportbot_llm_input_tokens_total",
+            "supportbot_llm_cached_input_tokens_total",
+            "supportbot_llm_cost_usd_total",
+        )
+    }
+    for text in ("How do I create an invoice?", "And how do I record a payment?"):
+        client.post(
+            "/v1/conversations/usage-demo/messages",
+            json={"audience": "client", "author": "Ann", "text": text},
+        )
+
+    usage = client.get("/v1/conversations/usage-demo/usage").json()
+    agent = usage["by_purpose"]["agent"]
+    assert agent["llm_calls"] == 4
+    assert 0 < agent["cached_tokens"] < agent["input_tokens"]  # simulated: turn 2 reuses turn 1
+    assert agent["cached_share"] == pytest.approx(agent["cached_tokens"] / agent["input_tokens"])
+    assert agent["cost_usd"] > 0  # the offline model is priced as a real one
+
+    after = {name: metric(client, name, **labels) for name in before}
+    assert after["supportbot_llm_calls_total"] - before["supportbot_llm_calls_total"] == 4
+    assert (
+        after["supportbot_llm_input_tokens_total"] - before["supportbot_llm_input_tokens_total"]
+        == agent["input_tokens"]
+    )
+    assert (
+        after["supportbot_llm_cached_input_tokens_total"]
+        > before["supportbot_llm_cached_input_tokens_total"]
+    )
+    assert after["supportbot_llm_cost_usd_total"] > before["supportbot_llm_cost_usd_total"]
+    assert metric(client, "supportbot_turn_duration_seconds_count", profile="client") >= 2
+    assert client.get("/v1/conversations/nobody/usage").status_code == 404

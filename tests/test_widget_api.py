@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy import create_engine, select
 
+from app.db.engine import sync_url
+from app.db.models import Feedback
 from app.settings import Settings
 from tests.conftest import make_client
 
@@ -115,3 +118,24 @@ def test_the_widget_is_served_and_cors_is_limited(staff_client: TestClient) -> N
         headers={"origin": "https://evil.example.com", "access-control-request-method": "GET"},
     )
     assert "access-control-allow-origin" not in other.headers
+
+
+def test_feedback_is_stored_and_guarded(staff_client: TestClient, settings: Settings) -> None:
+    staff_client.post(
+        f"/v1/conversations/{KEY}/messages", json=ask("How do I create an invoice?"), headers=STAFF
+    )
+    path = f"/v1/conversations/{KEY}/turns/1/feedback"
+    rating = {"rating": "down", "comment": "missing the due date"}
+    assert staff_client.post(path, json=rating).status_code == 401  # not staff
+    assert staff_client.post(path, json={"rating": "meh"}, headers=STAFF).status_code == 422
+    missing = f"/v1/conversations/{KEY}/turns/9/feedback"
+    assert staff_client.post(missing, json=rating, headers=STAFF).status_code == 404
+    assert staff_client.post(path, json=rating, headers=STAFF).status_code == 201
+
+    engine = create_engine(sync_url(settings.db.url))
+    with engine.connect() as connection:
+        rows = connection.execute(
+            select(Feedback.turn, Feedback.rating, Feedback.comment, Feedback.author)
+        ).all()
+    engine.dispose()
+    assert rows == [(1, "down", "missing the due date", "alice")]

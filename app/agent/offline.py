@@ -3,9 +3,17 @@
 On a new user message it calls `search_knowledge_base` with the question; given the
 search results of this turn it answers with the best-matching sentences of the top
 passages and cites them. Token usage is counted with the service's tokenizer.
+
+Production agents search more than once per question and ask for help when the knowledge
+base has nothing fitting; evals give the offline model that shape with two settings:
+`searches_per_question` (fewest, most: the question, then reformulations of it, one
+search per model call; the count is drawn per question from `seed`) and
+`ask_expert_below_shared_words` (call `ask_expert`, when bound, if no passage found this
+turn shares that many words with the question). The defaults keep one search, no expert.
 """
 
 import hashlib
+import random
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -28,13 +36,84 @@ from app.agent.messages import count_message_tokens, message_text, strip_author
 from app.observability.simulator import request_tokens
 
 SEARCH_TOOL = "search_knowledge_base"
+EXPERT_TOOL = "ask_expert"
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 NOT_FOUND = "I could not find this in the knowledge base."
 
 
+# Words a reformulated query leaves out: they match every page equally.
+_STOPWORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "your",
+        "our",
+        "out",
+        "can",
+        "how",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "then",
+        "them",
+        "they",
+        "have",
+        "has",
+        "had",
+        "does",
+        "did",
+        "was",
+        "were",
+        "will",
+        "would",
+        "should",
+        "could",
+        "into",
+        "from",
+        "about",
+        "also",
+        "just",
+        "only",
+        "some",
+        "any",
+        "all",
+        "its",
+        "don",
+        "isn",
+        "gnucash",
+        "please",
+        "thanks",
+    ]
+)
+
+
 def _words(text: str) -> set[str]:
     return {word.lower() for word in _WORD.findall(text) if len(word) > 2}
+
+
+def _keywords(text: str) -> str:
+    """The text's content words in their order, once each: a reformulated query."""
+    words = [w.lower() for w in _WORD.findall(text) if len(w) > 2]
+    return " ".join(dict.fromkeys(w for w in words if w not in _STOPWORDS))
+
+
+def _passage_words(passage: dict[str, Any]) -> set[str]:
+    return _words(f"{passage.get('title', '')} {passage.get('heading', '')} {passage['text']}")
 
 
 class OfflineChatModel(BaseChatModel):
@@ -42,6 +121,9 @@ class OfflineChatModel(BaseChatModel):
 
     model_name: str = "offline"
     answer_sentences: int = 3
+    searches_per_question: tuple[int, int] = (1, 1)  # fewest, most
+    seed: int = 0
+    ask_expert_below_shared_words: int = 0  # 0: never ask
 
     @property
     def _llm_type(self) -> str:
@@ -109,23 +191,64 @@ class OfflineChatModel(BaseChatModel):
         if last_user is None:
             return AIMessage(content="How can I help?")
         question = strip_author(message_text(messages[last_user]))
-        results = [m for m in messages[last_user + 1 :] if isinstance(m, ToolMessage)]
-        if not results and SEARCH_TOOL in tool_names:
-            call_id = hashlib.sha1(f"{len(messages)}:{question}".encode()).hexdigest()[:16]
-            return AIMessage(
-                content="",
-                tool_calls=[{"name": SEARCH_TOOL, "args": {"query": question}, "id": call_id}],
-            )
-        return AIMessage(content=self._answer(question, results))
+        this_turn = [m for m in messages[last_user + 1 :] if isinstance(m, ToolMessage)]
+        searches = [m for m in this_turn if m.name in (SEARCH_TOOL, None)]
+        passages = [p for result in searches for p in (result.artifact or [])]
+        if SEARCH_TOOL in tool_names and len(searches) < self._searches_for(question):
+            earlier = [m for m in messages[:last_user] if isinstance(m, HumanMessage)]
+            previous = strip_author(message_text(earlier[-1])) if earlier else None
+            queries = self._queries(question, previous, passages)
+            if len(searches) < len(queries):
+                return self._call(SEARCH_TOOL, "query", queries[len(searches)], len(messages))
+        asked_expert = any(m.name == EXPERT_TOOL for m in this_turn)
+        if EXPERT_TOOL in tool_names and not asked_expert and self._unsure(question, passages):
+            return self._call(EXPERT_TOOL, "question", question, len(messages))
+        experts = [message_text(m) for m in this_turn if m.name == EXPERT_TOOL]
+        return AIMessage(content=self._answer(question, passages, experts))
 
-    def _answer(self, question: str, results: list[ToolMessage]) -> str:
-        passages = [p for result in results for p in (result.artifact or [])]
+    def _searches_for(self, question: str) -> int:
+        fewest, most = self.searches_per_question
+        if fewest == most:
+            return most
+        return random.Random(f"{self.seed}\0{question}").randint(fewest, most)
+
+    @staticmethod
+    def _queries(question: str, previous: str | None, passages: list[dict[str, Any]]) -> list[str]:
+        """The question, then reformulations: with the previous message's words (a
+        followup names its topic there), with the best heading found so far, keywords."""
+        keywords = _keywords(question)
+        candidates = [question]
+        if previous:
+            candidates.append(f"{_keywords(previous)} {keywords}")
+        if passages:
+            candidates.append(f"{keywords} {_keywords(passages[0].get('heading', ''))}")
+        candidates.append(keywords)
+        return list(dict.fromkeys(c.strip() for c in candidates if c.strip()))
+
+    def _unsure(self, question: str, passages: list[dict[str, Any]]) -> bool:
+        asked = _words(question)
+        best = max((len(asked & _passage_words(p)) for p in passages), default=0)
+        return best < self.ask_expert_below_shared_words
+
+    @staticmethod
+    def _call(tool: str, argument: str, value: str, position: int) -> AIMessage:
+        call_id = hashlib.sha1(f"{position}:{value}".encode()).hexdigest()[:16]
+        return AIMessage(
+            content="", tool_calls=[{"name": tool, "args": {argument: value}, "id": call_id}]
+        )
+
+    def _answer(self, question: str, passages: list[dict[str, Any]], experts: list[str]) -> str:
+        expert_note = "".join(f"\n\nExpert: {self._first_sentences(e)}" for e in experts)
         if not passages:
-            return NOT_FOUND
+            return NOT_FOUND + expert_note
         asked = _words(question)
         best = passages[0]
         sentences = [s.strip() for s in _SENTENCE_END.split(best["text"]) if s.strip()]
         ranked = sorted(sentences, key=lambda s: len(asked & _words(s)), reverse=True)
         chosen = set(ranked[: self.answer_sentences])
         excerpt = " ".join(s for s in sentences if s in chosen)  # keep the document's order
-        return f"{excerpt}\n\nSource: {best['title']} ({best['source']})"
+        return f"{excerpt}\n\nSource: {best['title']} ({best['source']}){expert_note}"
+
+    def _first_sentences(self, text: str) -> str:
+        sentences = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+        return " ".join(sentences[: self.answer_sentences])

@@ -14,6 +14,7 @@ from app.api.deps import ChatServiceDep
 from app.api.schemas import (
     ConversationOut,
     ErrorOut,
+    FeedbackIn,
     MessageIn,
     MessageOut,
     ReplyOut,
@@ -100,6 +101,26 @@ def readable(
     if found[0].audience == "staff" and not caller.is_staff:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials required")
     return found
+
+
+@router.post(
+    "/{key}/turns/{turn}/feedback",
+    status_code=status.HTTP_201_CREATED,
+    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+)
+async def post_feedback(
+    key: ConversationKey,
+    turn: Annotated[int, Path(ge=1)],
+    body: FeedbackIn,
+    chat: ChatServiceDep,
+    caller: CallerDep,
+) -> dict[str, bool]:
+    """Rate one answer (👍/👎 with an optional comment)."""
+    conversation, found = readable(key, caller, await chat.find_turn(key, turn))
+    await chat.add_feedback(
+        conversation, found, body.rating == "up", body.comment, caller.name or body.author
+    )
+    return {"stored": True}
 
 
 @router.get(

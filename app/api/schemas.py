@@ -23,6 +23,12 @@ class MessageIn(BaseModel):
     text: str = Field(description="the message; empty or over the configured limit is refused")
 
 
+class FeedbackIn(BaseModel):
+    rating: Literal["up", "down"]
+    comment: str | None = Field(None, max_length=2000)
+    author: str | None = Field(None, max_length=255, description="who rates, if not signed in")
+
+
 class CitationOut(BaseModel):
     title: str
     source: str

@@ -17,7 +17,7 @@ from app.agent.memory.state import MemoryContext, MemoryUpdate
 from app.chat.locks import ConversationLocks
 from app.chat.transcript import from_langchain, to_langchain
 from app.db import queries
-from app.db.models import Conversation, LLMCall, Message, Turn
+from app.db.models import Conversation, Feedback, LLMCall, Message, Turn
 from app.observability import metrics
 from app.observability.calls import LLMCallCollector, LLMCallRecord
 from app.observability.simulator import PrefixCacheSimulator
@@ -201,6 +201,7 @@ class ChatService:
                 request.channel,
                 self._settings.llm.model,
             ) as trace:
+                turn.trace_id = trace.trace_id
                 config: RunnableConfig = {
                     "callbacks": [collector, *trace.callbacks],
                     "recursion_limit": 2 * self._settings.llm.max_agent_steps + 1,
@@ -354,6 +355,36 @@ class ChatService:
         stored = await session.get(Turn, turn.id)
         assert stored is not None
         stored.status, stored.error, stored.finished_at = status, error, datetime.now(UTC)
+        stored.trace_id = turn.trace_id
+
+    async def find_turn(
+        self, conversation_key: str, number: int
+    ) -> tuple[Conversation, Turn] | None:
+        async with self._sessions() as session:
+            return await queries.find_turn(session, conversation_key, number)
+
+    async def add_feedback(
+        self,
+        conversation: Conversation,
+        turn: Turn,
+        helpful: bool,
+        comment: str | None,
+        author: str | None,
+    ) -> None:
+        """Store a rating of one answer; also a score on the turn's trace when traced."""
+        async with self._sessions() as session:
+            session.add(
+                Feedback(
+                    conversation_id=conversation.id,
+                    turn=turn.number,
+                    rating="up" if helpful else "down",
+                    comment=comment,
+                    author=author,
+                )
+            )
+            await session.commit()
+        if turn.trace_id:
+            self._tracer.feedback(turn.trace_id, helpful, comment)
 
     async def reset_context(self, conversation_key: str) -> bool:
         """Start a fresh context: the model no longer sees anything said so far (all of it

@@ -25,6 +25,19 @@ async def get_or_create_conversation(
     return conversation
 
 
+async def find_turn(
+    session: AsyncSession, conversation_key: str, number: int
+) -> tuple[Conversation, Turn] | None:
+    row = (
+        await session.execute(
+            select(Conversation, Turn)
+            .join(Turn, Turn.conversation_id == Conversation.id)
+            .where(Conversation.key == conversation_key, Turn.number == number)
+        )
+    ).first()
+    return (row[0], row[1]) if row else None
+
+
 async def start_turn(session: AsyncSession, conversation: Conversation) -> Turn:
     last = await session.scalar(
         select(func.max(Turn.number)).where(Turn.conversation_id == conversation.id)
@@ -206,3 +219,10 @@ async def usage_by_profile(session: AsyncSession) -> dict[str, tuple[int, UsageT
         )
     )
     return {row[0]: (turns.get(row[0], 0), UsageTotals(*row[1:])) for row in rows}
+
+
+async def llm_calls(session: AsyncSession, conversation: Conversation) -> list[LLMCall]:
+    result = await session.scalars(
+        select(LLMCall).where(LLMCall.conversation_id == conversation.id).order_by(LLMCall.id)
+    )
+    return list(result)

@@ -222,6 +222,17 @@ class Tracer:
                 _client=self._client,
             )
 
+    def feedback(self, trace_id: str, helpful: bool, comment: str | None) -> None:
+        """A user's rating of a turn, as the `user_feedback` score (1 helpful, 0 not)."""
+        if self._client is not None:
+            self._client.create_score(
+                name="user_feedback",
+                value=1.0 if helpful else 0.0,
+                trace_id=trace_id,
+                data_type="NUMERIC",
+                comment=comment,
+            )
+
     def flush(self) -> None:
         """Send what is buffered (spans and scores); the SDK also flushes at exit."""
         if self._client is not None:

@@ -1,0 +1,61 @@
+"""A whole turn through the app with Langfuse on: one trace per turn in the conversation's
+session, with its scores, and the widget's feedback as a score on that trace."""
+
+import json
+import uuid
+from pathlib import Path
+
+from pydantic import SecretStr
+from sqlalchemy import create_engine, select
+
+from app.db.engine import sync_url
+from app.db.models import Turn
+from app.settings import LangfuseSettings, Settings
+from tests.conftest import make_client
+
+from .conftest import LocalServer
+from .test_tracing import SCORES_PATH, _spans
+
+
+def test_turns_are_traced_scored_and_rated(
+    settings: Settings, sample_index: Path, local_server: LocalServer
+) -> None:
+    settings.langfuse = LangfuseSettings(
+        public_key=f"pk-lf-{uuid.uuid4().hex}", secret_key="sk-lf-test", base_url=local_server.url
+    )
+    settings.widget.staff_tokens = {"alice": SecretStr("t")}
+    key, staff = "widget:alice:7", {"authorization": "Bearer t"}
+    with make_client(settings, sample_index) as client:
+        for text in ("How do I create an invoice?", "How do I record a payment?"):
+            reply = client.post(
+                f"/v1/conversations/{key}/messages",
+                json={"audience": "staff", "author": "alice", "text": text},
+                headers=staff,
+            )
+            assert reply.status_code == 200
+        rated = client.post(
+            f"/v1/conversations/{key}/turns/2/feedback", json={"rating": "up"}, headers=staff
+        )
+        assert rated.status_code == 201
+    # Leaving the client shut the app down, which flushed the tracer.
+
+    engine = create_engine(sync_url(settings.db.url))
+    with engine.connect() as connection:
+        trace_ids = list(connection.scalars(select(Turn.trace_id).order_by(Turn.number)))
+    engine.dispose()
+    assert len(set(trace_ids)) == 2 and None not in trace_ids
+
+    spans = _spans(local_server)
+    assert {span["trace_id"] for span in spans} == set(trace_ids)
+    assert {span["session.id"] for span in spans} == {key}
+    generations = [s for s in spans if s.get("langfuse.observation.type") == "generation"]
+    assert len(generations) == 4  # two model calls per turn
+
+    scores = [s for body in local_server.bodies(SCORES_PATH) for s in json.loads(body)]
+    by_trace: dict[str, set[str]] = {}
+    for score in scores:
+        by_trace.setdefault(score["traceId"], set()).add(score["name"])
+    assert by_trace[trace_ids[0]] == {"cache_hit_rate", "context_tokens"}
+    assert by_trace[trace_ids[1]] == {"cache_hit_rate", "context_tokens", "user_feedback"}
+    feedback = next(s for s in scores if s["name"] == "user_feedback")
+    assert feedback["value"] == 1.0
