@@ -8,7 +8,9 @@ from knowledge import cli as knowledge_cli
 
 cli = typer.Typer(help="Customer-support chatbot service.", no_args_is_help=True)
 db_cli = typer.Typer(help="Database migrations.", no_args_is_help=True)
+usage_cli = typer.Typer(help="LLM usage, cached share and cost.", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
+cli.add_typer(usage_cli, name="usage")
 cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search, stats.")
 cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
 
@@ -30,6 +32,44 @@ def upgrade(revision: str = "head") -> None:
 
     migrate.upgrade(revision=revision)
     typer.echo(f"database at {revision}")
+
+
+@usage_cli.command("report")
+def usage_report() -> None:
+    """Per memory profile: turns, LLM calls, tokens, cached share and cost so far."""
+    import asyncio
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.db import queries
+    from app.db.engine import make_async_engine, make_session_factory
+
+    async def load() -> dict[str, tuple[int, queries.UsageTotals]]:
+        engine = make_async_engine(get_settings().db)
+        try:
+            async with make_session_factory(engine)() as session:
+                return await queries.usage_by_profile(session)
+        finally:
+            await engine.dispose()
+
+    by_profile = asyncio.run(load())
+    if not by_profile:
+        typer.echo("no LLM calls recorded yet")
+        return
+    table = Table("profile", "turns", "LLM calls", "input tokens", "cached share", "output tokens")
+    table.add_column("cost (USD)", justify="right")
+    for profile, (turns, totals) in sorted(by_profile.items()):
+        table.add_row(
+            profile,
+            str(turns),
+            str(totals.llm_calls),
+            f"{totals.input_tokens:,}",
+            f"{totals.cached_share:.1%}",
+            f"{totals.output_tokens:,}",
+            f"{totals.cost_usd:.4f}",
+        )
+    Console().print(table)
 
 
 def main() -> None:

@@ -204,15 +204,12 @@ async def usage_by_purpose(
 
 async def usage_by_profile(session: AsyncSession) -> dict[str, tuple[int, UsageTotals]]:
     """Per memory profile: the number of turns and their LLM usage."""
-    turns = dict(
-        (
-            await session.execute(
-                select(Conversation.profile, func.count(Turn.id))
-                .join(Turn, Turn.conversation_id == Conversation.id)
-                .group_by(Conversation.profile)
-            )
-        ).tuples()
+    turn_counts = await session.execute(
+        select(Conversation.profile, func.count(Turn.id))
+        .join(Turn, Turn.conversation_id == Conversation.id)
+        .group_by(Conversation.profile)
     )
+    turns = {profile: count for profile, count in turn_counts}
     rows = await session.execute(
         _usage_by(Conversation.profile).join(
             Conversation, Conversation.id == LLMCall.conversation_id

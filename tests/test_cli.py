@@ -1,0 +1,41 @@
+"""The command line: migrations and the usage report, against a fresh SQLite file."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.settings import get_settings
+from tests.conftest import make_client
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("SUPPORTBOT_DB__URL", url)
+    get_settings.cache_clear()
+    yield url
+    get_settings.cache_clear()
+
+
+def test_db_upgrade_then_usage_report(env_db: str, sample_index: Path) -> None:
+    upgraded = runner.invoke(cli, ["db", "upgrade"])
+    assert upgraded.exit_code == 0, upgraded.output
+    empty = runner.invoke(cli, ["usage", "report"])
+    assert empty.exit_code == 0 and "no LLM calls recorded yet" in empty.output
+
+    settings = get_settings().model_copy(deep=True)
+    with make_client(settings, sample_index) as client:
+        client.post(
+            "/v1/conversations/c1/messages",
+            json={"audience": "client", "author": "Ann", "text": "How do I create an invoice?"},
+        )
+    report = runner.invoke(cli, ["usage", "report"], env={"COLUMNS": "200"})
+    assert report.exit_code == 0, report.output
+    row = next(line for line in report.output.splitlines() if " client " in line)
+    cells = [cell.strip() for cell in row.strip("│┃ ").split("│")]
+    assert cells[:3] == ["client", "1", "2"]  # one turn, two model calls
