@@ -4,6 +4,7 @@ import typer
 
 from app.settings import get_settings
 from bot import cli as telegram_cli
+from evals import cli as eval_cli
 from knowledge import cli as knowledge_cli
 
 cli = typer.Typer(help="Customer-support chatbot service.", no_args_is_help=True)
@@ -13,6 +14,7 @@ cli.add_typer(db_cli, name="db")
 cli.add_typer(usage_cli, name="usage")
 cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search, stats.")
 cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
+cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorded conversations.")
 
 
 @cli.command()

@@ -43,73 +43,30 @@ NOT_FOUND = "I could not find this in the knowledge base."
 
 
 # Words a reformulated query leaves out: they match every page equally.
-_STOPWORDS = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "are",
-        "but",
-        "not",
-        "you",
-        "your",
-        "our",
-        "out",
-        "can",
-        "how",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "with",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "then",
-        "them",
-        "they",
-        "have",
-        "has",
-        "had",
-        "does",
-        "did",
-        "was",
-        "were",
-        "will",
-        "would",
-        "should",
-        "could",
-        "into",
-        "from",
-        "about",
-        "also",
-        "just",
-        "only",
-        "some",
-        "any",
-        "all",
-        "its",
-        "don",
-        "isn",
-        "gnucash",
-        "please",
-        "thanks",
-    ]
-)
+# fmt: off
+_STOPWORDS = frozenset({
+    "the", "and", "for", "are", "but", "not", "you", "your", "our", "out", "can", "how",
+    "what", "when", "where", "which", "who", "why", "with", "this", "that", "these", "those",
+    "there", "then", "them", "they", "have", "has", "had", "does", "did", "was", "were",
+    "will", "would", "should", "could", "into", "from", "about", "also", "just", "only",
+    "some", "any", "all", "its", "don", "isn", "gnucash", "please", "thanks",
+})
+# fmt: on
 
 
 def _words(text: str) -> set[str]:
     return {word.lower() for word in _WORD.findall(text) if len(word) > 2}
 
 
-def _keywords(text: str) -> str:
-    """The text's content words in their order, once each: a reformulated query."""
+def content_words(text: str) -> list[str]:
+    """The text's words that say what it is about, lowercase, in order, once each."""
     words = [w.lower() for w in _WORD.findall(text) if len(w) > 2]
-    return " ".join(dict.fromkeys(w for w in words if w not in _STOPWORDS))
+    return list(dict.fromkeys(w for w in words if w not in _STOPWORDS))
+
+
+def _keywords(text: str) -> str:
+    """A reformulated query: the content words alone."""
+    return " ".join(content_words(text))
 
 
 def _passage_words(passage: dict[str, Any]) -> set[str]:

@@ -12,6 +12,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from app.api.auth import Caller, CallerDep
 from app.api.deps import ChatServiceDep
 from app.api.schemas import (
+    CitationOut,
     ConversationOut,
     ErrorOut,
     FeedbackIn,
@@ -21,8 +22,8 @@ from app.api.schemas import (
     UsageReportOut,
     UsageTotalsOut,
 )
-from app.chat.service import TurnFailed, TurnRequest
-from app.db.models import Conversation
+from app.chat.service import TurnFailed, TurnRequest, citations_of
+from app.db.models import Conversation, Message
 
 T = TypeVar("T")
 
@@ -139,6 +140,21 @@ async def get_usage(
     )
 
 
+def with_citations(messages: list[Message]) -> list[MessageOut]:
+    """The stored messages, each final answer with the citations its turn produced."""
+    shown = [MessageOut.model_validate(m) for m in messages]
+    for out, message in zip(shown, messages, strict=True):
+        if message.role == "assistant" and not message.tool_calls:
+            passages = (
+                p for m in messages if m.turn == message.turn and m.artifact for p in m.artifact
+            )
+            out.citations = [
+                CitationOut.model_validate(asdict(c))
+                for c in citations_of(message.content, passages)
+            ]
+    return shown
+
+
 @router.get(
     "/{key}",
     response_model=ConversationOut,
@@ -154,5 +170,5 @@ async def get_conversation(
         channel=conversation.channel,
         audience=conversation.audience,
         profile=conversation.profile,
-        messages=[MessageOut.model_validate(m) for m in messages],
+        messages=with_citations(messages),
     )

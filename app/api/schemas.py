@@ -31,7 +31,9 @@ class FeedbackIn(BaseModel):
 
 class CitationOut(BaseModel):
     title: str
-    source: str
+    source: str = Field(description="a URL, or a path inside the knowledge base")
+    heading: str = Field(description="the passage's section path")
+    excerpt: str = Field(description="the start of the cited passage")
 
 
 class UsageOut(BaseModel):
@@ -86,6 +88,9 @@ class MessageOut(BaseModel):
     tool_name: str | None
     context_state: str
     created_at: datetime
+    citations: list[CitationOut] = Field(
+        default_factory=list, description="for an answer: the passages its turn retrieved"
+    )
 
 
 class ConversationOut(BaseModel):

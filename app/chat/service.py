@@ -3,7 +3,7 @@
 import logging
 import time
 from base64 import b64encode
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -66,10 +66,22 @@ class TurnRequest:
     images: tuple[ImageInput, ...] = ()
 
 
+CITATION_EXCERPT_CHARS = 300
+
+
 @dataclass(frozen=True)
 class Citation:
     title: str
     source: str
+    heading: str = ""
+    excerpt: str = ""  # the start of the passage, for a reader who follows the citation
+
+    @classmethod
+    def of(cls, passage: dict[str, Any]) -> "Citation":
+        text = passage.get("text", "")
+        cut = CITATION_EXCERPT_CHARS
+        excerpt = text if len(text) <= cut else text[:cut] + "…"
+        return cls(passage["title"], passage["source"], passage.get("heading", ""), excerpt)
 
 
 @dataclass(frozen=True)
@@ -114,13 +126,12 @@ def with_images(message: BaseMessage, images: Sequence[ImageInput]) -> HumanMess
     return HumanMessage(content=parts, id=message.id)
 
 
-def citations_of(answer: str, new_messages: Sequence[BaseMessage]) -> list[Citation]:
-    """The passages retrieved this turn, preferring those the answer names."""
+def citations_of(answer: str, passages: Iterable[dict[str, Any]]) -> list[Citation]:
+    """The passages a turn retrieved (one citation per source), preferring those the
+    answer names."""
     found: dict[str, Citation] = {}
-    for message in new_messages:
-        if isinstance(message, ToolMessage) and isinstance(message.artifact, list):
-            for passage in message.artifact:
-                found.setdefault(passage["source"], Citation(passage["title"], passage["source"]))
+    for passage in passages:
+        found.setdefault(passage["source"], Citation.of(passage))
     named = [c for c in found.values() if c.source in answer or c.title in answer]
     return named or list(found.values())
 
@@ -243,7 +254,15 @@ class ChatService:
             turn=turn.number,
             profile=conversation.profile,
             text=answer,
-            citations=citations_of(answer, new_messages),
+            citations=citations_of(
+                answer,
+                (
+                    passage
+                    for m in new_messages
+                    if isinstance(m, ToolMessage) and isinstance(m.artifact, list)
+                    for passage in m.artifact
+                ),
+            ),
             usage=TurnUsage.of(collector.calls),
         )
 

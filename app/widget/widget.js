@@ -46,7 +46,7 @@
     citations.forEach(function (c) {
       var item = document.createElement("li");
       var link = document.createElement("a");
-      link.textContent = c.heading ? c.title + " — " + c.heading : c.title;
+      link.textContent = c.heading || c.title;  // the heading path starts with the title
       if (isUrl(c.source)) {
         link.href = c.source; link.target = "_blank"; link.rel = "noopener";
       } else {
@@ -75,10 +75,10 @@
     bar.className = "sb-feedback";
     var status = document.createElement("span");
     status.setAttribute("role", "status");
-    [["up", "👍", "Helpful"], ["down", "👎", "Not helpful"]].forEach(function (choice) {
+    [["up", "👍 Helpful"], ["down", "👎 Not helpful"]].forEach(function (choice) {
       var b = document.createElement("button");
       b.type = "button"; b.textContent = choice[1];
-      b.setAttribute("aria-label", choice[2]); b.setAttribute("aria-pressed", "false");
+      b.setAttribute("aria-pressed", "false");
       b.dataset.rating = choice[0];
       b.addEventListener("click", function () {
         var comment = choice[0] === "down" ? (window.prompt("What was wrong? (optional)") || "") : "";

@@ -143,7 +143,7 @@ class Findings:
         }
         if self.stopped:
             payload["stopped_early"] = self.stopped
-        quoted = json.dumps(payload, ensure_ascii=False, indent=1)
+        quoted = json.dumps(payload, ensure_ascii=False)
         quoted = quoted.replace("<", "\\u003c").replace(">", "\\u003e")
         return f"{FOR_MAIN_AGENT}\n<web_quotes>\n{quoted}\n</web_quotes>"
 
