@@ -19,9 +19,8 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel
 
-from app.settings import Settings
+from app.settings import Settings, environment_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -129,22 +128,6 @@ def _interpolate(value: str, variables: Mapping[str, str]) -> str:
     return _VARIABLE.sub(replace, value)
 
 
-def _settings_variables() -> set[str]:
-    """Every variable app.settings.Settings reads: SUPPORTBOT_<GROUP>__<FIELD> for the nested
-    groups, SUPPORTBOT_<FIELD> for the top-level fields."""
-    prefix = str(Settings.model_config.get("env_prefix", "")).upper()
-    delimiter = str(Settings.model_config.get("env_nested_delimiter", "__"))
-    names = set()
-    for name, field in Settings.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            for sub in annotation.model_fields:
-                names.add(f"{prefix}{name}{delimiter}{sub}".upper())
-        else:
-            names.add(f"{prefix}{name}".upper())
-    return names
-
-
 def _settings_groups() -> set[str]:
     return {name.upper() for name in Settings.model_fields}
 
@@ -219,7 +202,7 @@ def test_image_pin_check_rejects_floating_tags() -> None:
 def test_supportbot_variables_exist_in_settings() -> None:
     """The app ignores unknown SUPPORTBOT_* variables (extra="ignore"): a misspelt one in the
     compose file would silently do nothing."""
-    known = _settings_variables()
+    known = environment_variables()
     groups = _settings_groups()
     for name in APP_SERVICES:
         for variable in _environment(_services()[name]):
@@ -234,7 +217,7 @@ def test_supportbot_variables_exist_in_settings() -> None:
 
 
 def test_settings_walk_finds_nested_and_top_level_fields() -> None:
-    known = _settings_variables()
+    known = environment_variables()
     for name in ("SUPPORTBOT_DB__URL", "SUPPORTBOT_LANGFUSE__SECRET_KEY", "SUPPORTBOT_ADMIN_TOKEN"):
         assert name in known, name
     assert "SUPPORTBOT_DB" not in known
