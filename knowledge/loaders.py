@@ -1,0 +1,276 @@
+"""Turn HTML, Markdown and PDF files into documents: a title, a language and titled sections.
+
+HTML is cleaned with BeautifulSoup (DocBook navigation, tables of contents and admonition
+layout tables go) and converted to Markdown with markdownify, so HTML and Markdown share
+one section splitter (markdown-it-py). PDF text comes from pypdf, one section per outline
+entry (or per page when the file has no outline).
+"""
+
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bs4 import BeautifulSoup, Tag
+from markdown_it import MarkdownIt
+from markdownify import MarkdownConverter
+from pypdf import PdfReader
+from pypdf.errors import PdfReadError
+
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+PDF_SUFFIXES = (".pdf",)
+SUPPORTED_SUFFIXES = HTML_SUFFIXES + MARKDOWN_SUFFIXES + PDF_SUFFIXES
+
+# Language codes recognised in folder names such as `gnucash-help-de` or `sample_kb/ru`.
+KNOWN_LANGUAGES = frozenset(
+    {"en", "de", "ru", "fr", "es", "it", "pt", "nl", "pl", "uk", "cs", "sv", "da"}
+    | {"fi", "no", "ja", "zh", "ko", "tr", "ar", "he", "el", "hu", "ro", "bg"}
+)
+UNKNOWN_LANGUAGE = "und"
+
+# DocBook numbers headings ("7.4.1. New", "Chapter 7. Business Features"); the numbers are
+# noise for both the embedder and the reader of a citation.
+_SECTION_NUMBER = re.compile(
+    r"^(?:(?:Chapter|Kapitel|Appendix|Anhang|Part|Teil)\s+)?[0-9IVXA-Z]{1,4}(?:\.[0-9]+)*\.\s+"
+)
+_NON_TEXT_CLASSES = [
+    *("navheader", "navfooter", "toc", "list-of-figures", "list-of-tables"),
+    *("list-of-examples", "mediaobject", "inlinemediaobject"),
+]
+_ADMONITION_CLASSES = ["note", "tip", "warning", "important", "caution"]
+_INLINE_FORMATTING = ["a", "img", "strong", "b", "em", "i", "code", "span", "tt"]
+
+
+class LoadError(Exception):
+    """A file that cannot be turned into a document (corrupt, empty, unsupported).
+
+    `nothing_to_index` marks a readable page without text of its own, such as a
+    table-of-contents page once its navigation is dropped: skipped, not an error.
+    """
+
+    def __init__(self, message: str, *, nothing_to_index: bool = False) -> None:
+        super().__init__(message)
+        self.nothing_to_index = nothing_to_index
+
+
+@dataclass(frozen=True)
+class Section:
+    path: tuple[str, ...]  # breadcrumbs from the document's parent down to this section
+    text: str  # Markdown body without the heading line
+
+
+@dataclass(frozen=True)
+class Document:
+    source: str  # path relative to the ingested folder, with forward slashes
+    title: str
+    language: str
+    sections: tuple[Section, ...]
+
+
+def strip_section_number(heading: str) -> str:
+    return _SECTION_NUMBER.sub("", " ".join(heading.split()))
+
+
+def load_document(path: Path, root: Path) -> Document:
+    """Read one file; raises LoadError naming the problem (the caller names the file)."""
+    source = path.relative_to(root).as_posix() if path != root else path.name
+    suffix = path.suffix.lower()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LoadError(f"cannot read: {exc.strerror or exc}") from exc
+    if not raw.strip():
+        raise LoadError("the file is empty")
+    if suffix in HTML_SUFFIXES:
+        title, language, sections = _load_html(raw)
+    elif suffix in MARKDOWN_SUFFIXES:
+        title, language, sections = _load_markdown(raw)
+    elif suffix in PDF_SUFFIXES:
+        title, language, sections = _load_pdf(path)
+    else:
+        raise LoadError(f"unsupported file type {suffix!r}")
+    sections = [s for s in sections if s.text.strip()]
+    if not sections:
+        raise LoadError("no text of its own (only navigation)", nothing_to_index=True)
+    if language == UNKNOWN_LANGUAGE:
+        language = language_from_path(Path(source))
+    return Document(
+        source=source, title=title or path.stem, language=language, sections=tuple(sections)
+    )
+
+
+def language_from_path(relative_path: Path) -> str:
+    for part in reversed(relative_path.parent.parts):
+        code = re.split(r"[-_.]", part.lower())[-1]
+        if code in KNOWN_LANGUAGES:
+            return code
+    return UNKNOWN_LANGUAGE
+
+
+# --- Markdown -------------------------------------------------------------------------
+
+
+_markdown_parser = MarkdownIt("commonmark").enable("table")
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"not valid UTF-8 text (byte {exc.start})") from exc
+
+
+def _load_markdown(raw: bytes) -> tuple[str, str, list[Section]]:
+    text = _decode(raw)
+    if "\x00" in text:
+        raise LoadError("binary content in a Markdown file")
+    sections = markdown_sections(text, parents=())
+    title = next((s.path[0] for s in sections if s.path), "")
+    return title, UNKNOWN_LANGUAGE, sections
+
+
+def markdown_sections(markdown: str, parents: tuple[str, ...]) -> list[Section]:
+    """Split Markdown at its headings; each section carries its full heading path."""
+    lines = markdown.splitlines()
+    tokens = _markdown_parser.parse(markdown)
+    headings = [
+        (token.map[0], int(token.tag[1]), inline.content)
+        for token, inline in itertools.pairwise(tokens)
+        if token.type == "heading_open" and token.map is not None
+    ]
+    sections: list[Section] = []
+    stack: list[tuple[int, str]] = []  # (level, heading) of the enclosing headings
+    body_start = 0
+    current_path = parents
+    for line_number, level, heading in headings:
+        sections.append(Section(current_path, _join_lines(lines[body_start:line_number])))
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, strip_section_number(heading)))
+        current_path = parents + tuple(name for _, name in stack)
+        body_start = line_number + 1
+        if _is_setext_heading(lines, line_number):
+            body_start += 1
+    sections.append(Section(current_path, _join_lines(lines[body_start:])))
+    return sections
+
+
+def _join_lines(lines: list[str]) -> str:
+    """Body text with whitespace-only lines emptied and blank runs cut to one."""
+    text = "\n".join(line.rstrip() for line in lines)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _is_setext_heading(lines: list[str], line_number: int) -> bool:
+    following = lines[line_number + 1] if line_number + 1 < len(lines) else ""
+    return bool(re.fullmatch(r"\s*(=+|-+)\s*", following))
+
+
+# --- HTML -----------------------------------------------------------------------------
+
+
+class _PlainMarkdownConverter(MarkdownConverter):
+    """markdownify with inline formatting dropped: `**Business** → **Customer**` reads
+    worse and embeds worse than `Business → Customer`."""
+
+    def __init__(self) -> None:
+        # wrap without a width: whitespace outside <pre> collapses, as a browser shows it
+        super().__init__(
+            heading_style="ATX",
+            bullets="-",
+            strip=_INLINE_FORMATTING,
+            wrap=True,
+            wrap_width=None,
+            escape_asterisks=False,
+            escape_underscores=False,
+        )
+
+
+def _load_html(raw: bytes) -> tuple[str, str, list[Section]]:
+    if b"\x00" in raw[:4096]:
+        raise LoadError("binary content in an HTML file")
+    soup = BeautifulSoup(raw, "lxml")
+    body = soup.body
+    if body is None:
+        raise LoadError("no <body> in the HTML")
+    title_tag = soup.find("title")
+    title = strip_section_number(title_tag.get_text()) if title_tag else ""
+    html_tag = soup.find("html")
+    language = UNKNOWN_LANGUAGE
+    if isinstance(html_tag, Tag) and html_tag.get("lang"):
+        language = str(html_tag["lang"]).split("-")[0].lower()
+    up_link = soup.find("link", rel="up")
+    parents = (
+        (strip_section_number(str(up_link["title"])),)
+        if isinstance(up_link, Tag) and up_link.get("title")
+        else ()
+    )
+    # find_all by class, not CSS select: soupsieve was most of the ingestion time
+    for element in body.find_all(["script", "style"]) + body.find_all(class_=_NON_TEXT_CLASSES):
+        element.decompose()
+    for table in body.find_all("table"):
+        if not table.get_text(strip=True):
+            table.decompose()  # layout tables left empty once screenshots are gone
+    for admonition in body.find_all(class_=_ADMONITION_CLASSES):
+        _flatten_admonition(soup, admonition)
+    markdown = _PlainMarkdownConverter().convert_soup(body)
+    return title, language, markdown_sections(markdown, parents)
+
+
+def _flatten_admonition(soup: BeautifulSoup, admonition: Tag) -> None:
+    """DocBook lays a note out as an icon table; keep it as a quoted 'Note: …'."""
+    label = admonition.find("th")
+    body = admonition.find_all("td")[-1:] or [admonition]
+    quote = soup.new_tag("blockquote")
+    if label is not None:
+        prefix = soup.new_tag("p")
+        prefix.string = f"{label.get_text(strip=True)}:"
+        quote.append(prefix)
+    for child in list(body[0].children):
+        quote.append(child.extract())
+    admonition.replace_with(quote)
+
+
+# --- PDF ------------------------------------------------------------------------------
+
+
+def _load_pdf(path: Path) -> tuple[str, str, list[Section]]:
+    try:
+        reader = PdfReader(path)
+        pages = [page.extract_text() or "" for page in reader.pages]
+        metadata_title = reader.metadata.title if reader.metadata else None
+        starts = list(_outline_starts(reader))
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        raise LoadError(f"cannot parse the PDF: {exc}") from exc
+    title = (metadata_title or "").strip() or path.stem
+    if not starts:
+        return (
+            title,
+            UNKNOWN_LANGUAGE,
+            [
+                Section((title, f"Page {number}"), text.strip())
+                for number, text in enumerate(pages, start=1)
+            ],
+        )
+    starts.sort(key=lambda item: item[0])
+    if starts[0][0] > 0:
+        starts.insert(0, (0, title))
+    sections = []
+    for (first, heading), (following, _) in zip(
+        starts, [*starts[1:], (len(pages), "")], strict=True
+    ):
+        text = "\n".join(pages[first : max(following, first + 1)])
+        sections.append(Section((title, heading), text.strip()))
+    return title, UNKNOWN_LANGUAGE, sections
+
+
+def _outline_starts(reader: PdfReader) -> Iterator[tuple[int, str]]:
+    """Top-level outline entries as (first page index, title)."""
+    for item in reader.outline:
+        if isinstance(item, list):
+            continue  # nested entries: their parent already starts a section
+        page = reader.get_destination_page_number(item)
+        if page is not None:
+            yield page, strip_section_number(str(item.title))

@@ -1,0 +1,466 @@
+"""The knowledge base: documents in, passages out, stored in Qdrant.
+
+Local mode (a folder on disk) by default, a Qdrant server by URL and API key otherwise:
+the same code. Every chunk is a point with a dense vector (the embedder) and a BM25 sparse
+vector; a search uses the dense one, or (`hybrid`) fuses both with reciprocal rank fusion.
+
+Ingestion mirrors a folder: each file's fingerprint (its bytes, the embedder and the
+chunking settings) is stored with its chunks, so re-ingesting skips unchanged files,
+replaces the chunks of changed ones and deletes those of files that are gone. Only chunks
+ingested from the same folder are compared, so several folders can share a collection.
+"""
+
+import contextlib
+import hashlib
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from app.settings import KnowledgeSettings
+from knowledge import sparse
+from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
+from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
+from knowledge.loaders import SUPPORTED_SUFFIXES, Document, LoadError, load_document
+from knowledge.types import Passage
+
+DENSE = "dense"
+SPARSE = "bm25"
+# Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
+INDEX_VERSION = "1"
+EMBED_BATCH = 64
+_SCROLL_PAGE = 1000
+_POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
+_INDEXED_FIELDS = ("source", "language", "root")
+
+ProgressCallback = Callable[[str], None]  # called once per file with its source path
+
+
+@dataclass
+class IngestReport:
+    collection: str
+    documents_added: int = 0
+    documents_updated: int = 0
+    documents_deleted: int = 0
+    documents_unchanged: int = 0
+    chunks_added: int = 0
+    chunks_deleted: int = 0
+    chunks_unchanged: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)  # pages with no text, e.g. a TOC
+    errors: dict[str, str] = field(default_factory=dict)  # source -> what is wrong with it
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.documents_added or self.documents_updated or self.documents_deleted)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class KnowledgeStats:
+    collection: str
+    location: str
+    embedder: str
+    hybrid: bool
+    documents: int
+    chunks: int
+    chunks_by_language: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _PendingDocument:
+    document: Document
+    fingerprint: str
+    chunks: list[Chunk]
+    replaces: int  # chunks of the previous version to delete (0 for a new document)
+
+
+class KnowledgeBase:
+    """Satisfies `knowledge.types.Retriever`. One instance per Qdrant location: a local
+    path may be opened by one client per process, so use `from_settings` to share it."""
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        *,
+        collection: str = "kb",
+        location: str = "",
+        embedder: Embedder | None = None,
+        hybrid: bool = False,
+        chunk_tokens: int = 350,
+        min_chunk_tokens: int = 100,
+        embed_tokens: int = 128,
+    ) -> None:
+        self.client = client
+        self.collection = collection
+        self.location = location
+        self.embedder = embedder or get_embedder(DEFAULT_EMBEDDER)
+        self.hybrid = hybrid
+        self.chunk_tokens = chunk_tokens
+        self.min_chunk_tokens = min_chunk_tokens
+        self.embed_tokens = embed_tokens
+        self._local = location.startswith("local:")
+        # The local-mode client is not thread-safe; a server client is.
+        self._lock: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if self._local else contextlib.nullcontext()
+        )
+
+    @classmethod
+    def open_local(cls, path: Path, **options: Any) -> "KnowledgeBase":
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(QdrantClient(path=str(path)), location=f"local:{path}", **options)
+
+    @classmethod
+    def from_settings(cls, settings: KnowledgeSettings) -> "KnowledgeBase":
+        """The process-wide knowledge base for these settings (opened on first call)."""
+        key = settings.qdrant_url or f"local:{settings.qdrant_path.resolve()}"
+        with _registry_lock:
+            if key not in _registry:
+                options: dict[str, Any] = {
+                    "collection": settings.collection,
+                    "embedder": get_embedder(settings.embedder),
+                    "hybrid": settings.hybrid,
+                    "chunk_tokens": settings.chunk_tokens,
+                    "min_chunk_tokens": settings.min_chunk_tokens,
+                    "embed_tokens": settings.embed_tokens,
+                }
+                if settings.qdrant_url:
+                    api_key = settings.qdrant_api_key
+                    client = QdrantClient(
+                        url=settings.qdrant_url,
+                        api_key=api_key.get_secret_value() if api_key else None,
+                    )
+                    _registry[key] = cls(client, location=settings.qdrant_url, **options)
+                else:
+                    _registry[key] = cls.open_local(settings.qdrant_path, **options)
+            return _registry[key]
+
+    def close(self) -> None:
+        with _registry_lock:
+            for key in [key for key, base in _registry.items() if base is self]:
+                del _registry[key]
+        with self._lock:
+            self.client.close()
+
+    def ping(self) -> bool:
+        try:
+            with self._lock:
+                self.client.get_collections()
+        except Exception:  # any failure means "not ready"; /readyz reports it
+            return False
+        return True
+
+    # --- search -----------------------------------------------------------------------
+
+    def search(
+        self, query: str, k: int, *, collection: str | None = None, language: str | None = None
+    ) -> list[Passage]:
+        if not query.strip():
+            return []
+        return self.search_by_vector(
+            query, self.embedder.embed_query(query), k, collection=collection, language=language
+        )
+
+    def search_by_vector(
+        self,
+        query: str,
+        dense_vector: Any,
+        k: int,
+        *,
+        collection: str | None = None,
+        language: str | None = None,
+    ) -> list[Passage]:
+        """The Qdrant part of `search`, for a query already embedded."""
+        name = collection or self.collection
+        query_filter = models.Filter(must=[_match("language", language)]) if language else None
+        dense = [float(x) for x in dense_vector]
+        with self._lock:
+            if not self.client.collection_exists(name):
+                return []
+            if self.hybrid:
+                # Fusion needs deeper candidate lists than the k passages it returns.
+                depth = max(4 * k, 20)
+                response = self.client.query_points(
+                    name,
+                    prefetch=[
+                        models.Prefetch(query=dense, using=DENSE, limit=depth, filter=query_filter),
+                        models.Prefetch(
+                            query=sparse.query_vector(query),
+                            using=SPARSE,
+                            limit=depth,
+                            filter=query_filter,
+                        ),
+                    ],
+                    query=models.FusionQuery(fusion=models.Fusion.RRF),
+                    limit=k,
+                    with_payload=True,
+                )
+            else:
+                response = self.client.query_points(
+                    name, query=dense, using=DENSE, query_filter=query_filter, limit=k
+                )
+        return [_passage(point) for point in response.points]
+
+    # --- ingestion --------------------------------------------------------------------
+
+    def ingest(
+        self,
+        path: Path,
+        collection: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Mirror a folder (or add one file) into a collection; see the module docstring."""
+        started = time.perf_counter()
+        name = collection or self.collection
+        path = path.resolve()
+        if not path.exists():
+            raise FileNotFoundError(f"no such file or folder: {path}")
+        root = path if path.is_dir() else path.parent
+        files = discover_files(path)
+        report = IngestReport(collection=name)
+        self._ensure_collection(name)
+        stored = self._stored_documents(name, str(root))
+        pending: list[_PendingDocument] = []
+        seen: set[str] = set()
+        for file in files:
+            source = file.relative_to(root).as_posix()
+            seen.add(source)
+            self._ingest_file(file, root, source, stored.get(source), pending, report)
+            if sum(len(item.chunks) for item in pending) >= EMBED_BATCH:
+                self._write(name, str(root), pending, report)
+                pending = []
+            if progress:
+                progress(source)
+        self._write(name, str(root), pending, report)
+        if path.is_dir():  # a single file says nothing about its folder's other files
+            for source, (_, chunk_count) in stored.items():
+                if source not in seen:
+                    self._delete_document(name, str(root), source)
+                    report.documents_deleted += 1
+                    report.chunks_deleted += chunk_count
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    def _ingest_file(
+        self,
+        file: Path,
+        root: Path,
+        source: str,
+        previous: tuple[str, int] | None,
+        pending: list[_PendingDocument],
+        report: IngestReport,
+    ) -> None:
+        try:
+            fingerprint = self._fingerprint(file.read_bytes())
+        except OSError as exc:
+            report.errors[source] = f"cannot read: {exc.strerror or exc}"
+            return
+        if previous and previous[0] == fingerprint:
+            report.documents_unchanged += 1
+            report.chunks_unchanged += previous[1]
+            return
+        try:
+            document = load_document(file, root)
+        except LoadError as exc:
+            if exc.nothing_to_index:
+                report.skipped[source] = str(exc)
+            else:
+                report.errors[source] = str(exc)
+            return
+        chunks = chunk_document(document, self.chunk_tokens, self.min_chunk_tokens)
+        pending.append(
+            _PendingDocument(document, fingerprint, chunks, previous[1] if previous else 0)
+        )
+        if previous:
+            report.documents_updated += 1
+        else:
+            report.documents_added += 1
+
+    def _fingerprint(self, raw: bytes) -> str:
+        settings = "|".join(
+            str(value)
+            for value in (
+                INDEX_VERSION,
+                self.embedder.name,
+                self.chunk_tokens,
+                self.min_chunk_tokens,
+                self.embed_tokens,
+            )
+        )
+        return hashlib.sha256(settings.encode() + b"\0" + raw).hexdigest()
+
+    def _write(
+        self, name: str, root: str, pending: list[_PendingDocument], report: IngestReport
+    ) -> None:
+        if not pending:
+            return
+        items = [
+            (item, index, f"{chunk.heading_text or item.document.title}\n{chunk.text}", chunk)
+            for item in pending
+            for index, chunk in enumerate(item.chunks)
+        ]
+        # The embedder's cost grows with every token (about 2 ms each for e5 on one core):
+        # the dense vector sees the heading and the passage's opening, BM25 sees it all.
+        vectors = self.embedder.embed_passages(
+            [truncate_to_tokens(text, self.embed_tokens) for _, _, text, _ in items]
+        )
+        points = [
+            models.PointStruct(
+                id=str(uuid.uuid5(_POINT_NAMESPACE, f"{root}\n{item.document.source}\n{index}")),
+                vector={
+                    DENSE: [float(x) for x in vector],
+                    SPARSE: sparse.document_vector(indexed_text),
+                },
+                payload={
+                    "text": chunk.text,
+                    "title": item.document.title,
+                    "heading": chunk.heading_text,
+                    "source": item.document.source,
+                    "language": item.document.language,
+                    "root": root,
+                    "fingerprint": item.fingerprint,
+                    "chunk": index,
+                },
+            )
+            for (item, index, indexed_text, chunk), vector in zip(items, vectors, strict=True)
+        ]
+        for item in pending:
+            if item.replaces:
+                self._delete_document(name, root, item.document.source)
+                report.chunks_deleted += item.replaces
+        with self._lock:
+            self.client.upsert(name, points=points)
+        report.chunks_added += len(points)
+
+    def _delete_document(self, name: str, root: str, source: str) -> None:
+        with self._lock:
+            self.client.delete(
+                name,
+                points_selector=models.FilterSelector(
+                    filter=models.Filter(must=[_match("root", root), _match("source", source)])
+                ),
+            )
+
+    def _stored_documents(self, name: str, root: str) -> dict[str, tuple[str, int]]:
+        """source -> (fingerprint, chunk count) of what was ingested from `root`."""
+        fingerprints: dict[str, str] = {}
+        counts: Counter[str] = Counter()
+        for payload in self._scroll(name, ["source", "fingerprint"], _match("root", root)):
+            fingerprints[payload["source"]] = payload["fingerprint"]
+            counts[payload["source"]] += 1
+        return {source: (fingerprints[source], counts[source]) for source in fingerprints}
+
+    def _scroll(
+        self, name: str, fields: list[str], condition: models.Condition | None = None
+    ) -> Iterator[dict[str, Any]]:
+        scroll_filter = models.Filter(must=[condition]) if condition else None
+        offset = None
+        while True:
+            with self._lock:
+                points, offset = self.client.scroll(
+                    name,
+                    scroll_filter=scroll_filter,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=fields,
+                    with_vectors=False,
+                )
+            for point in points:
+                yield point.payload or {}
+            if offset is None:
+                return
+
+    def _ensure_collection(self, name: str) -> None:
+        with self._lock:
+            if self.client.collection_exists(name):
+                info = self.client.get_collection(name)
+                vectors = info.config.params.vectors
+                size = vectors[DENSE].size if isinstance(vectors, dict) else None
+                if size != self.embedder.dimension:
+                    raise ValueError(
+                        f"collection {name!r} holds {size}-dimensional vectors, the embedder "
+                        f"{self.embedder.name} makes {self.embedder.dimension}: ingest into "
+                        "another collection or delete this one"
+                    )
+                return
+            self.client.create_collection(
+                name,
+                vectors_config={
+                    DENSE: models.VectorParams(
+                        size=self.embedder.dimension, distance=models.Distance.COSINE
+                    )
+                },
+                sparse_vectors_config={
+                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                },
+            )
+            if not self._local:  # local mode has no payload indexes (and warns)
+                for field_name in _INDEXED_FIELDS:
+                    self.client.create_payload_index(
+                        name, field_name, models.PayloadSchemaType.KEYWORD
+                    )
+
+    # --- stats ------------------------------------------------------------------------
+
+    def stats(self, collection: str | None = None) -> KnowledgeStats:
+        name = collection or self.collection
+        sources: set[tuple[str, str]] = set()
+        by_language: Counter[str] = Counter()
+        with self._lock:
+            exists = self.client.collection_exists(name)
+        if exists:
+            for payload in self._scroll(name, ["root", "source", "language"]):
+                sources.add((payload["root"], payload["source"]))
+                by_language[payload["language"]] += 1
+        return KnowledgeStats(
+            collection=name,
+            location=self.location,
+            embedder=self.embedder.name,
+            hybrid=self.hybrid,
+            documents=len(sources),
+            chunks=sum(by_language.values()),
+            chunks_by_language=dict(sorted(by_language.items())),
+        )
+
+
+def discover_files(path: Path) -> list[Path]:
+    """The supported files under a folder (or the file itself), in a stable order."""
+    if path.is_file():
+        return [path]
+    return sorted(
+        file
+        for file in path.rglob("*")
+        if file.is_file()
+        and file.suffix.lower() in SUPPORTED_SUFFIXES
+        and not any(part.startswith(".") for part in file.relative_to(path).parts)
+    )
+
+
+def _match(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _passage(point: models.ScoredPoint) -> Passage:
+    payload = point.payload or {}
+    return Passage(
+        text=payload.get("text", ""),
+        title=payload.get("title", ""),
+        heading=payload.get("heading", ""),
+        source=payload.get("source", ""),
+        score=float(point.score),
+    )
+
+
+_registry: dict[str, KnowledgeBase] = {}
+_registry_lock = threading.Lock()

@@ -1,0 +1,85 @@
+"""`supportbot kb` commands and the admin ingestion endpoint."""
+
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from typer.testing import CliRunner
+
+from app.api import admin
+from app.settings import Settings, get_settings
+from knowledge import cli
+from knowledge.store import IngestReport, KnowledgeBase
+
+
+@pytest.fixture
+def cli_base(
+    monkeypatch: pytest.MonkeyPatch, knowledge_base: KnowledgeBase, first_ingest: IngestReport
+) -> KnowledgeBase:
+    monkeypatch.setattr(cli, "_knowledge_base", lambda: contextlib.nullcontext(knowledge_base))
+    return knowledge_base
+
+
+def test_search_json_lists_hits_with_source_title_heading_score_text(
+    cli_base: KnowledgeBase,
+) -> None:
+    result = CliRunner().invoke(
+        cli.app, ["search", "reconcile with a bank statement", "--json", "--k", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.output)
+    assert len(hits) == 3
+    assert set(hits[0]) == {"source", "title", "heading", "score", "text"}
+    assert hits[0]["source"] == "gnucash-help-en/acct-reconcile.html"
+
+
+def test_stats_and_reingest_from_the_command_line(
+    cli_base: KnowledgeBase, gnucash_subset: Path
+) -> None:
+    runner = CliRunner()
+    stats = json.loads(runner.invoke(cli.app, ["stats", "--json"]).output)
+    assert stats["documents"] >= 7 and stats["chunks_by_language"]["en"] == stats["chunks"]
+    result = runner.invoke(cli.app, ["ingest", str(gnucash_subset)])
+    assert result.exit_code == 0, result.output
+    assert "documents +0 ~0 -0" in result.output
+
+
+class _RecordingBase:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Path, str | None]] = []
+
+    def ingest(self, path: Path, collection: str | None = None) -> IngestReport:
+        self.calls.append((path, collection))
+        return IngestReport(collection=collection or "kb", documents_added=2)
+
+
+def _admin_client(token: str | None, recorder: _RecordingBase) -> TestClient:
+    api = FastAPI()
+    api.include_router(admin.router)
+    settings = Settings(admin_token=SecretStr(token) if token else None)
+    api.dependency_overrides[get_settings] = lambda: settings
+    api.dependency_overrides[admin.get_knowledge_base] = lambda: recorder
+    return TestClient(api)
+
+
+def test_admin_ingest_needs_the_admin_token(tmp_path: Path) -> None:
+    recorder = _RecordingBase()
+    body = {"path": str(tmp_path), "collection": "docs"}
+    assert _admin_client(None, recorder).post("/v1/admin/kb/ingest", json=body).status_code == 503
+    client = _admin_client("s3cret", recorder)
+    assert client.post("/v1/admin/kb/ingest", json=body).status_code == 401
+    wrong = {"Authorization": "Bearer nope"}
+    assert client.post("/v1/admin/kb/ingest", json=body, headers=wrong).status_code == 403
+    assert recorder.calls == []
+
+    right = {"Authorization": "Bearer s3cret"}
+    response = client.post("/v1/admin/kb/ingest", json=body, headers=right)
+    assert response.status_code == 200
+    assert response.json()["documents_added"] == 2
+    assert recorder.calls == [(tmp_path, "docs")]
+    missing = {"path": str(tmp_path / "nowhere")}
+    assert client.post("/v1/admin/kb/ingest", json=missing, headers=right).status_code == 404

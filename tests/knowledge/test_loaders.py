@@ -1,0 +1,98 @@
+"""Loaders keep titles, heading paths, menu paths, lists and tables; chunks fit budgets."""
+
+from pathlib import Path
+
+from app.tokens import count_tokens
+from knowledge.chunking import chunk_document, truncate_to_tokens
+from knowledge.loaders import load_document
+from tests.knowledge.conftest import GNUCASH
+
+
+def test_docbook_page_drops_navigation_and_keeps_structure() -> None:
+    document = load_document(GNUCASH / "gnucash-help-en/busnss-ar-invoices1.html", GNUCASH)
+    assert document.source == "gnucash-help-en/busnss-ar-invoices1.html"
+    assert (document.title, document.language) == ("Invoices", "en")
+    paths = [section.path for section in document.sections]
+    assert ("Business Features", "Invoices", "New") in paths
+    text = "\n".join(section.text for section in document.sections)
+    assert "Business → Customer → New Invoice" in text
+    assert "- Invoice Information - Type:" in text  # a list item
+    assert "Note:" in text  # an admonition, no longer a layout table
+    assert "Prev" not in text and "Next" not in text  # navigation header and footer
+
+
+def test_docbook_table_becomes_a_markdown_table() -> None:
+    document = load_document(GNUCASH / "gnucash-help-en/acct-types.html", GNUCASH)
+    assert any("| --- |" in section.text for section in document.sections)
+
+
+def test_german_manual_is_tagged_german() -> None:
+    document = load_document(GNUCASH / "gnucash-guide-de/bus-ar-invoices1.html", GNUCASH)
+    assert document.language == "de"
+
+
+def test_markdown_sections_nest_headings(tmp_path: Path) -> None:
+    page = tmp_path / "ru" / "billing.md"
+    page.parent.mkdir()
+    page.write_text(
+        "# Оплата\n\nВводный текст.\n\n## Счета\n\nКак выставить счёт.\n\n"
+        "```\n# not a heading\n```\n\n### Возврат\n\nТекст.\n"
+    )
+    document = load_document(page, tmp_path)
+    assert (document.title, document.language, document.source) == ("Оплата", "ru", "ru/billing.md")
+    assert [section.path for section in document.sections] == [
+        ("Оплата",),
+        ("Оплата", "Счета"),
+        ("Оплата", "Счета", "Возврат"),
+    ]
+    assert "# not a heading" in document.sections[1].text
+
+
+def test_pdf_pages_become_sections(tmp_path: Path) -> None:
+    pdf = tmp_path / "guide.pdf"
+    pdf.write_bytes(_one_page_pdf("Reconcile the account every month"))
+    document = load_document(pdf, tmp_path)
+    assert document.sections[0].path == ("guide", "Page 1")
+    assert "Reconcile the account every month" in document.sections[0].text
+
+
+def test_chunks_respect_the_token_budget_and_keep_their_heading() -> None:
+    document = load_document(GNUCASH / "gnucash-help-en/set-prefs.html", GNUCASH)
+    chunks = chunk_document(document, max_tokens=200, min_tokens=50)
+    assert all(count_tokens(chunk.text) <= 200 for chunk in chunks)
+    assert all(
+        chunk.heading[:2] == ("Customizing GnuCash", "Setting Preferences") for chunk in chunks
+    )
+    assert len({chunk.heading for chunk in chunks}) > 5
+
+
+def test_truncate_to_tokens_keeps_whole_words() -> None:
+    text = "one two three four five six seven eight nine ten"
+    cut = truncate_to_tokens(text, 4)
+    assert count_tokens(cut) <= 4 and text.startswith(cut) and not cut.endswith(" ")
+
+
+def _one_page_pdf(text: str) -> bytes:
+    """A minimal valid PDF with one line of Helvetica text (pypdf reads, it cannot typeset)."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
