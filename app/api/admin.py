@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from app.settings import Settings, get_settings
+from app.api.deps import RuntimeDep, SettingsDep
 from knowledge.store import KnowledgeBase
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
@@ -16,7 +16,7 @@ _bearer = HTTPBearer(auto_error=False)
 
 
 def require_admin(
-    settings: Annotated[Settings, Depends(get_settings)],
+    settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
     if settings.admin_token is None:
@@ -32,8 +32,8 @@ def require_admin(
         raise HTTPException(status.HTTP_403_FORBIDDEN, "wrong admin token")
 
 
-def get_knowledge_base(settings: Annotated[Settings, Depends(get_settings)]) -> KnowledgeBase:
-    return KnowledgeBase.from_settings(settings.knowledge)
+def get_knowledge_base(runtime: RuntimeDep) -> KnowledgeBase:
+    return runtime.knowledge
 
 
 class IngestRequest(BaseModel):

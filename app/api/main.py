@@ -10,7 +10,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.api import conversations, health, telegram, widget
+from app.api import admin, conversations, health, telegram, widget
 from app.chat.service import InvalidTurn, TurnFailed
 from app.observability.metrics import exposition
 from app.runtime import Runtime
@@ -42,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(conversations.router)
     app.include_router(widget.router)
     app.include_router(telegram.router)
+    app.include_router(admin.router)
     app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
     if settings.widget.allowed_origins:
         app.add_middleware(

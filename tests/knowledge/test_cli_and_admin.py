@@ -11,7 +11,8 @@ from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from app.api import admin
-from app.settings import Settings, get_settings
+from app.api.deps import get_app_settings
+from app.settings import Settings
 from knowledge import cli
 from knowledge.store import IngestReport, KnowledgeBase
 
@@ -61,7 +62,7 @@ def _admin_client(token: str | None, recorder: _RecordingBase) -> TestClient:
     api = FastAPI()
     api.include_router(admin.router)
     settings = Settings(admin_token=SecretStr(token) if token else None)
-    api.dependency_overrides[get_settings] = lambda: settings
+    api.dependency_overrides[get_app_settings] = lambda: settings
     api.dependency_overrides[admin.get_knowledge_base] = lambda: recorder
     return TestClient(api)
 
