@@ -46,7 +46,9 @@ class KnowledgeSettings(BaseModel):
     sample_path: Path = Path("./knowledge/sample_kb")
     top_k: int = Field(4, description="passages one search_knowledge_base call returns")
     result_token_budget: int = Field(1000, description="tokens one tool result may take")
-    embedder: str = Field("e5", description="`e5` (default) or `use`; see the README's knowledge-base section")
+    embedder: str = Field(
+        "e5", description="`e5` (default) or `use`; see the README's knowledge-base section"
+    )
     hybrid: bool = Field(
         False, description="fuse BM25 keyword hits with the dense ones (slow in local mode)"
     )
