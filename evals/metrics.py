@@ -1,0 +1,264 @@
+"""Numbers from a profile run: one row per turn, one summary per profile.
+
+Quality needs no judge: the gold-page hit rate of the searches made for a turn; for a
+`probe` turn, whether the users' constraint (the sentences of the `constraint` turn it
+refers to) was in what the model was sent, in a user message or the system prompt with
+the summary (search results do not count); and fact coverage, the share of a turn's
+facts whose words mostly appear in the answer (word overlap, not a judgement; an LLM
+judge can be added, see `evals.judge`).
+"""
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from app.agent.memory.decisions import message_tokens
+from app.agent.memory.recall import RECALL_TOOL
+from app.agent.messages import message_text
+from app.agent.offline import EXPERT_TOOL, content_words
+from app.observability.pricing import Price, cost_usd, price_for
+from app.observability.usage import TokenUsage
+from app.settings import ObservabilitySettings
+from evals.runner import CallRecord, ProfileRun
+from evals.scenario import Scenario
+
+# A statement or fact counts as present when this share of its content words is.
+MOSTLY = 0.6
+HELPER_PURPOSES = ("summary", "expert")
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Prices every call: the offline agent model as `observability.offline_priced_as`, the
+    offline summary and expert models as `helper_price`, cache reads and writes as the
+    simulator's rules bill them; a real model by its own entry in the price table."""
+
+    observability: ObservabilitySettings
+    helper_price: str
+
+    def price(self, model: str) -> Price | None:
+        if model.startswith("offline") and model != "offline":
+            helper = self.observability.model_copy(update={"offline_priced_as": self.helper_price})
+            return price_for("offline", helper)
+        return price_for(model, self.observability)
+
+    def cost(self, call: CallRecord, *, ideal: bool = False) -> float:
+        """USD of the call; `ideal`: had every earlier-sent prefix been cached, and only
+        the new tokens been billed at the full input price."""
+        price = self.price(call.model)
+        if price is None:
+            return 0.0
+        usage = TokenUsage(
+            input_tokens=call.input_tokens,
+            cached_tokens=call.ideal_cached_tokens if ideal else call.cached_tokens,
+            cache_write_tokens=0 if ideal else call.cache_write_tokens,
+            output_tokens=call.output_tokens,
+        )
+        return cost_usd(usage, price)
+
+
+@dataclass
+class TurnRow:
+    profile: str
+    repeat: int
+    chat: str
+    turn: str
+    step: int
+    kind: str
+    context_tokens: int
+    llm_calls: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    cached_share: float
+    cache_source: str
+    cost_agent_usd: float
+    cost_summary_usd: float
+    cost_expert_usd: float
+    cost_usd: float
+    lower_bound_cost_usd: float
+    cumulative_cost_usd: float
+    summary_calls: int
+    tool_calls: int
+    searches: int
+    re_searches: int
+    recall_calls: int
+    expert_calls: int
+    queries: list[str]
+    gold_hit: bool | None  # None: the turn has no gold pages
+    constraint_coverage: float | None  # None: not a probe turn
+    constraint_kept: bool | None
+    fact_coverage: float | None
+    answer: str
+    judged_fact_coverage: float | None = None  # with --judge
+
+
+def share_present(wanted: str, text_words: set[str]) -> float:
+    words = content_words(wanted)
+    return sum(w in text_words for w in words) / len(words) if words else 1.0
+
+
+def remembered_text(request: Sequence[BaseMessage]) -> str:
+    """What the model was sent of the users' words and the memory: the system prompt
+    (with the summary) and the user messages before the current one."""
+    users = [m for m in request if isinstance(m, HumanMessage)][:-1]
+    systems = [m for m in request if isinstance(m, SystemMessage)]
+    return "\n".join(message_text(m) for m in [*systems, *users])
+
+
+def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[TurnRow]:
+    chats = {chat.id: chat for chat in scenario.chats}
+    retrieved: dict[str, set[tuple[str, str]]] = {chat.id: set() for chat in scenario.chats}
+    rows: list[TurnRow] = []
+    cumulative = 0.0
+    for outcome in run.turns:
+        turn = outcome.turn
+        costs = {p: 0.0 for p in ("agent", *HELPER_PURPOSES)}
+        for call in outcome.calls:
+            costs[call.purpose] = costs.get(call.purpose, 0.0) + pricing.cost(call)
+        cost = sum(costs.values())
+        cumulative += cost
+        seen = retrieved[outcome.chat]
+        re_searches = sum(1 for s in outcome.searches if s.passages and s.passages <= seen)
+        for search in outcome.searches:
+            seen |= search.passages
+        constraint = None
+        if turn.kind == "probe":
+            remembered = set(content_words(remembered_text(outcome.first_request)))
+            statements = chats[outcome.chat].constraint_statements(turn)
+            constraint = min((share_present(s, remembered) for s in statements), default=None)
+        answer_words = set(content_words(outcome.answer))
+        input_tokens = sum(c.input_tokens for c in outcome.calls)
+        cached_tokens = sum(c.cached_tokens for c in outcome.calls)
+        rows.append(
+            TurnRow(
+                profile=run.profile,
+                repeat=run.repeat,
+                chat=outcome.chat,
+                turn=turn.id,
+                step=outcome.step,
+                kind=turn.kind,
+                context_tokens=sum(message_tokens(m) for m in outcome.first_request),
+                llm_calls=len(outcome.calls),
+                input_tokens=input_tokens,
+                cached_tokens=cached_tokens,
+                output_tokens=sum(c.output_tokens for c in outcome.calls),
+                cached_share=cached_tokens / input_tokens if input_tokens else 0.0,
+                cache_source=cache_source(outcome.calls),
+                cost_agent_usd=costs["agent"],
+                cost_summary_usd=costs["summary"],
+                cost_expert_usd=costs["expert"],
+                cost_usd=cost,
+                lower_bound_cost_usd=sum(pricing.cost(c, ideal=True) for c in outcome.calls),
+                cumulative_cost_usd=cumulative,
+                summary_calls=sum(1 for c in outcome.calls if c.purpose == "summary"),
+                tool_calls=len(outcome.tool_calls),
+                searches=len(outcome.searches),
+                re_searches=re_searches,
+                recall_calls=outcome.tool_calls.count(RECALL_TOOL),
+                expert_calls=outcome.tool_calls.count(EXPERT_TOOL),
+                queries=[s.query for s in outcome.searches],
+                gold_hit=(
+                    any(source in turn.gold for s in outcome.searches for source in s.sources)
+                    if turn.gold
+                    else None
+                ),
+                constraint_coverage=constraint,
+                constraint_kept=None if constraint is None else constraint >= MOSTLY,
+                fact_coverage=(
+                    sum(share_present(f, answer_words) >= MOSTLY for f in turn.facts)
+                    / len(turn.facts)
+                    if turn.facts
+                    else None
+                ),
+                answer=outcome.answer,
+            )
+        )
+    return rows
+
+
+def cache_source(calls: Sequence[CallRecord]) -> str:
+    """`provider` when the provider reported caching on any call, else `simulated`."""
+    return "provider" if any(c.cache_source == "provider" for c in calls) else "simulated"
+
+
+def _share(flags: Sequence[bool | None]) -> float | None:
+    known = [f for f in flags if f is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
+def run_summary(rows: Sequence[TurnRow], prefix_changes: int) -> dict[str, Any]:
+    """The figures of one profile run."""
+    input_tokens = sum(r.input_tokens for r in rows)
+    cached_tokens = sum(r.cached_tokens for r in rows)
+    cost = sum(r.cost_usd for r in rows)
+    lower_bound = sum(r.lower_bound_cost_usd for r in rows)
+    return {
+        "turns": len(rows),
+        "context_tokens_last": rows[-1].context_tokens,
+        "context_tokens_max": max(r.context_tokens for r in rows),
+        "llm_calls": sum(r.llm_calls for r in rows),
+        "input_tokens": input_tokens,
+        "cached_tokens": cached_tokens,
+        "output_tokens": sum(r.output_tokens for r in rows),
+        "cached_share": cached_tokens / input_tokens if input_tokens else 0.0,
+        "cost_usd": cost,
+        "cost_agent_usd": sum(r.cost_agent_usd for r in rows),
+        "cost_summary_usd": sum(r.cost_summary_usd for r in rows),
+        "cost_expert_usd": sum(r.cost_expert_usd for r in rows),
+        "lower_bound_cost_usd": lower_bound,
+        "cost_vs_lower_bound": cost / lower_bound if lower_bound else None,
+        "summary_calls": sum(r.summary_calls for r in rows),
+        "tool_calls": sum(r.tool_calls for r in rows),
+        "searches": sum(r.searches for r in rows),
+        "re_searches": sum(r.re_searches for r in rows),
+        "return_re_searches": sum(r.re_searches for r in rows if r.kind == "return"),
+        "recall_calls": sum(r.recall_calls for r in rows),
+        "expert_calls": sum(r.expert_calls for r in rows),
+        "gold_hit_rate": _share([r.gold_hit for r in rows]),
+        "constraint_kept": _share([r.constraint_kept for r in rows]),
+        "constraint_coverage": _mean([r.constraint_coverage for r in rows]),
+        "fact_coverage": _mean([r.fact_coverage for r in rows]),
+        "judged_fact_coverage": _mean([r.judged_fact_coverage for r in rows]),
+        "prefix_changes": prefix_changes,
+        "cache_source": "provider"
+        if any(r.cache_source == "provider" for r in rows)
+        else ("simulated"),
+    }
+
+
+def profile_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Repeated runs of one profile: numbers averaged, the cost's spread kept."""
+    summary: dict[str, Any] = {}
+    for key, value in runs[0].items():
+        values = [run[key] for run in runs]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            summary[key] = _mean(values)
+        else:
+            summary[key] = value
+    summary["repeats"] = len(runs)
+    summary["cost_usd_min"] = min(run["cost_usd"] for run in runs)
+    summary["cost_usd_max"] = max(run["cost_usd"] for run in runs)
+    return summary
+
+
+def add_baseline_ratios(summaries: dict[str, dict[str, Any]], baseline: str = "baseline") -> None:
+    reference = summaries.get(baseline)
+    for summary in summaries.values():
+        summary["cost_vs_baseline"] = (
+            summary["cost_usd"] / reference["cost_usd"]
+            if reference and reference["cost_usd"]
+            else None
+        )
+
+
+def row_dicts(rows: Sequence[TurnRow]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]

@@ -1,0 +1,245 @@
+"""Plays a scenario through the real ChatService, one fresh conversation per profile.
+
+Each profile run gets its own SQLite database, its own prefix-cache simulator and the
+eval's own clock (turns back to back unless the scenario or the caller asks for gaps), so
+runs are independent and repeatable. What the run observed (requests, calls, tool use)
+is returned raw; `evals.metrics` turns it into numbers.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
+
+from app.agent.memory.prefix import RequestRecorder, prefix_changes
+from app.agent.offline import SEARCH_TOOL
+from app.chat.locks import ConversationLocks
+from app.chat.service import ChatService, TurnRequest
+from app.db import migrate, queries
+from app.db.engine import make_async_engine, make_session_factory
+from app.db.models import LLMCall, Message
+from app.observability.simulator import RULES, CacheRules, PrefixCacheSimulator, request_tokens
+from app.runtime import agent_factory
+from app.settings import DbSettings, Settings
+from evals.scenario import Chat, Scenario, ScenarioTurn
+from knowledge.types import Retriever
+
+# The lower bound's cache: every prefix sent before is served, whatever its length or age.
+IDEAL_CACHE = CacheRules(
+    name="ideal",
+    min_prefix_tokens=0,
+    granularity=1,
+    ttl_seconds=None,
+    read_multiplier=0.0,
+    write_multiplier=1.0,
+)
+
+
+class EvalClock:
+    """The simulator's time in seconds; only the runner moves it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, minutes: float) -> None:
+        self.now += minutes * 60
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One LLM call as the service stored it, with what an ideal cache would have served."""
+
+    purpose: str
+    model: str
+    input_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    cache_source: str
+    ideal_cached_tokens: int
+
+
+@dataclass(frozen=True)
+class Search:
+    query: str
+    sources: tuple[str, ...]
+    passages: frozenset[tuple[str, str]]  # (source, text): what a re-search would repeat
+
+
+@dataclass
+class TurnOutcome:
+    chat: str
+    turn: ScenarioTurn
+    step: int  # position in the whole scenario, from 1
+    answer: str
+    first_request: list[BaseMessage]  # what the model was sent at the start of the turn
+    calls: list[CallRecord] = field(default_factory=list)
+    tool_calls: list[str] = field(default_factory=list)  # tool names, in call order
+    searches: list[Search] = field(default_factory=list)
+
+
+@dataclass
+class ProfileRun:
+    profile: str
+    repeat: int
+    turns: list[TurnOutcome]
+    prefix_changes: int  # turns whose first request does not extend the previous turn's
+
+
+class EvalRecorder(RequestRecorder):
+    """The agent's requests per turn (RequestRecorder) and, for every LLM call in order,
+    how many of its tokens an earlier request of this run had already sent."""
+
+    def __init__(self, ideal: PrefixCacheSimulator) -> None:
+        super().__init__()
+        self._ideal = ideal
+        self.ideal_shares: list[float] = []
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        invocation_params: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().on_chat_model_start(serialized, messages, **kwargs)
+        tokens = request_tokens(messages[0], (invocation_params or {}).get("tools"))
+        seen = self._ideal.observe(tokens, 0.0).cached_tokens
+        self.ideal_shares.append(seen / len(tokens) if tokens else 0.0)
+
+
+def with_profile(settings: Settings, profile: str) -> Settings:
+    """Every audience served with `profile`, so a scenario's conversation gets it."""
+    audiences = dict.fromkeys(settings.profiles.by_audience, profile)
+    return settings.model_copy(
+        update={"profiles": settings.profiles.model_copy(update={"by_audience": audiences})}
+    )
+
+
+@contextmanager
+def scratch_database() -> Iterator[str]:
+    with TemporaryDirectory(prefix="supportbot-eval-") as folder:
+        url = f"sqlite:///{Path(folder) / 'eval.sqlite'}"
+        migrate.upgrade(url)
+        yield url
+
+
+async def run_profile(
+    settings: Settings,
+    scenario: Scenario,
+    profile: str,
+    model: BaseChatModel,
+    retriever: Retriever,
+    *,
+    provider_rules: str,
+    gap_minutes: float = 0.0,
+    repeat: int = 0,
+    on_turn: Callable[[], None] | None = None,
+) -> ProfileRun:
+    """One fresh run of the scenario under `profile`; `on_turn` is called after each turn."""
+    settings = with_profile(settings, profile)
+    agents = agent_factory(settings, model, retriever)
+    ideal = PrefixCacheSimulator(IDEAL_CACHE)  # one provider account: shared across chats
+    recorders: list[EvalRecorder] = []
+
+    def recorded(name: str) -> Runnable[Any, Any]:
+        return agents(name).with_config(callbacks=[recorders[-1]])
+
+    clock = EvalClock()
+    outcomes: list[TurnOutcome] = []
+    changed_prefixes = 0
+    with scratch_database() as url:
+        engine = make_async_engine(DbSettings(url=url))
+        sessions = make_session_factory(engine)
+        service = ChatService(
+            settings,
+            sessions,
+            ConversationLocks(engine),
+            recorded,
+            simulator=PrefixCacheSimulator(RULES[provider_rules]),
+            clock=clock,
+        )
+        try:
+            for chat in scenario.chats:
+                recorders.append(EvalRecorder(ideal))  # turn numbers restart in each chat
+                key = f"eval:{profile}:{chat.id}"
+                answers = []
+                for turn in chat.turns:
+                    clock.advance(gap_minutes if turn.gap_minutes is None else turn.gap_minutes)
+                    request = TurnRequest("eval", key, scenario.audience, turn.user, turn.text)
+                    answers.append((await service.handle_turn(request)).text)
+                    if on_turn:
+                        on_turn()
+                async with sessions() as session:
+                    conversation = await queries.get_conversation(session, key)
+                    assert conversation is not None
+                    messages = await queries.all_messages(session, conversation)
+                    calls = await queries.llm_calls(session, conversation)
+                outcomes += _outcomes(chat, len(outcomes), answers, recorders[-1], messages, calls)
+                changed_prefixes += len(prefix_changes(recorders[-1].turns))
+        finally:
+            await engine.dispose()
+    return ProfileRun(profile, repeat, outcomes, changed_prefixes)
+
+
+def _outcomes(
+    chat: Chat,
+    steps_before: int,
+    answers: list[str],
+    recorder: EvalRecorder,
+    messages: list[Message],
+    calls: list[LLMCall],
+) -> list[TurnOutcome]:
+    """The chat's turns with the requests, calls and tool use the run left behind."""
+    outcomes = [
+        TurnOutcome(chat.id, turn, steps_before + number, answer, requests.requests[0])
+        for number, (turn, answer, requests) in enumerate(
+            zip(chat.turns, answers, recorder.turns, strict=True), start=1
+        )
+    ]
+    for call, ideal_share in zip(calls, recorder.ideal_shares, strict=True):
+        outcomes[call.turn - 1].calls.append(
+            CallRecord(
+                purpose=call.purpose,
+                model=call.model,
+                input_tokens=call.input_tokens,
+                cached_tokens=call.cached_tokens,
+                cache_write_tokens=call.cache_write_tokens,
+                output_tokens=call.output_tokens,
+                cache_source=call.cache_source,
+                ideal_cached_tokens=round(call.input_tokens * ideal_share),
+            )
+        )
+    for message in messages:
+        outcome = outcomes[message.turn - 1]
+        if message.role == "assistant":
+            outcome.tool_calls += [c["name"] for c in message.tool_calls or []]
+        elif message.role == "tool" and message.tool_name == SEARCH_TOOL:
+            passages = message.artifact or []
+            query = next(
+                (
+                    str(c["args"].get("query", ""))
+                    for m in messages
+                    for c in (m.tool_calls or [])
+                    if c.get("id") == message.tool_call_id
+                ),
+                "",
+            )
+            outcome.searches.append(
+                Search(
+                    query=query,
+                    sources=tuple(p["source"] for p in passages),
+                    passages=frozenset((p["source"], p["text"]) for p in passages),
+                )
+            )
+    return outcomes

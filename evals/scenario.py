@@ -1,0 +1,84 @@
+"""Scenarios: recorded conversations with what a good answer needs.
+
+Two YAML layouts: one conversation (`turns:`, like client_session_dev.yaml) or several
+short ones (`chats:` each with `id` and `turns`, like staff_chats_dev.yaml). A turn has
+`id`, `user`, `text`, `kind` (smalltalk, constraint, question, followup, return, probe,
+needs_web), `gold` pages relative to the knowledge-base folder, `facts` a correct answer
+contains, optionally `refers_to` (an earlier turn's id) and `gap_minutes` (time since
+the previous turn, for prompt-cache expiry).
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class ScenarioTurn:
+    id: str
+    user: str
+    text: str
+    kind: str
+    gold: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
+    refers_to: str | None = None
+    gap_minutes: float | None = None
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> "ScenarioTurn":
+        refers_to = raw.get("refers_to")
+        gap = raw.get("gap_minutes")
+        return cls(
+            id=str(raw["id"]),
+            user=str(raw["user"]),
+            text=str(raw["text"]),
+            kind=str(raw.get("kind", "question")),
+            gold=tuple(raw.get("gold") or ()),
+            facts=tuple(raw.get("facts") or ()),
+            refers_to=None if refers_to is None else str(refers_to),
+            gap_minutes=None if gap is None else float(gap),
+        )
+
+
+@dataclass(frozen=True)
+class Chat:
+    """One conversation of a scenario."""
+
+    id: str
+    turns: tuple[ScenarioTurn, ...]
+
+    def constraint_statements(self, probe: ScenarioTurn) -> list[str]:
+        """What the probe's constraint turn stated (its sentences that are not questions)."""
+        source = next(
+            (t for t in self.turns if t.id == probe.refers_to and t.kind == "constraint"), None
+        )
+        if source is None:
+            return []
+        return [s for s in _SENTENCE.split(source.text) if s.strip() and not s.endswith("?")]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    audience: str
+    chats: tuple[Chat, ...]
+
+    @property
+    def turn_count(self) -> int:
+        return sum(len(chat.turns) for chat in self.chats)
+
+
+def load_scenario(path: Path) -> Scenario:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    name = str(data.get("name") or path.stem)
+    raw_chats = [{"id": name, "turns": data["turns"]}] if "turns" in data else data["chats"]
+    chats = tuple(
+        Chat(str(chat["id"]), tuple(ScenarioTurn.parse(turn) for turn in chat["turns"]))
+        for chat in raw_chats
+    )
+    return Scenario(name=name, audience=str(data.get("audience", "client")), chats=chats)

@@ -1,0 +1,153 @@
+"""The eval harness end to end: a 5-turn scenario, two profiles, the sample knowledge base."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from langchain_core.messages import HumanMessage
+
+from app.agent.memory.decisions import message_tokens
+from app.observability.simulator import request_tokens
+from app.settings import Settings
+from evals.harness import EvalConfig, evaluate, open_knowledge
+from tests.fakes import CapturingChatModel
+
+SCENARIO = {
+    "name": "five_turns",
+    "audience": "client",
+    "turns": [
+        {
+            "id": 1,
+            "user": "Ann",
+            "text": "We are a German company and bill in EUR. Please keep answers short. "
+            "How do I create an invoice?",
+            "kind": "constraint",
+            "gold": ["en/create-invoice.md"],
+            "facts": ["Sales → Invoices → New invoice"],
+        },
+        {
+            "id": 2,
+            "user": "Bob",
+            "text": "How do I record a payment for an invoice?",
+            "kind": "question",
+            "gold": ["en/record-payment.md"],
+            "facts": ["Record payment"],
+        },
+        {
+            "id": 3,
+            "user": "Bob",
+            "text": "what if they only paid part of it?",
+            "kind": "followup",
+            "refers_to": 2,
+            "gold": ["en/record-payment.md"],
+        },
+        {
+            "id": 4,
+            "user": "Ann",
+            "text": "Which tax rates do we need to set up?",
+            "kind": "probe",
+            "refers_to": 1,
+            "gold": ["en/tax-rates.md"],
+        },
+        {
+            "id": 5,
+            "user": "Ann",
+            "text": "back to invoices: can the invoice numbers get a prefix?",
+            "kind": "return",
+            "refers_to": 1,
+            "gold": ["en/invoice-numbering.md"],
+            "gap_minutes": 10,
+        },
+    ],
+}
+PROFILES = ["baseline", "trim-naive"]
+SUMMARY_KEYS = {
+    "context_tokens_last",
+    "input_tokens",
+    "cached_tokens",
+    "cached_share",
+    "cost_usd",
+    "lower_bound_cost_usd",
+    "tool_calls",
+    "re_searches",
+    "gold_hit_rate",
+    "constraint_kept",
+    "cache_source",
+}
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> EvalConfig:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump(SCENARIO, allow_unicode=True), encoding="utf-8")
+    return EvalConfig(
+        scenario=scenario, profiles=PROFILES, out=tmp_path / "out", provider_rules="openai"
+    )
+
+
+def test_a_short_scenario_reports_consistent_numbers(
+    settings: Settings, sample_index: Path, config: EvalConfig
+) -> None:
+    settings.knowledge.qdrant_path = sample_index
+    models: list[CapturingChatModel] = []
+
+    def capturing_model(repeat: int) -> CapturingChatModel:
+        models.append(CapturingChatModel(searches_per_question=(2, 2)))
+        return models[-1]
+
+    knowledge, ingested = open_knowledge(settings, config)
+    try:
+        result = evaluate(settings, config, knowledge, model_for_repeat=capturing_model)
+    finally:
+        knowledge.close()
+
+    assert ingested is None  # no --kb: the configured knowledge base as it is
+    out = config.out
+    names = {"report.md", "summary.json", "turns.json"}
+    names |= {"context_tokens.png", "cumulative_cost.png", "cached_share.png"}
+    assert names <= {p.name for p in out.iterdir()}
+    assert all((out / name).stat().st_size > 0 for name in names)
+    report = (out / "report.md").read_text()
+    assert all(f"| {profile} |" in report for profile in PROFILES)
+    assert "searches per user message" in report  # the shape stands next to the table
+
+    summary = json.loads((out / "summary.json").read_text())
+    rows = json.loads((out / "turns.json").read_text())
+    assert list(summary) == PROFILES
+    assert len(rows) == 5 * len(PROFILES)
+    for profile, model in zip(PROFILES, models, strict=True):
+        figures = summary[profile]
+        assert set(figures) >= SUMMARY_KEYS
+        mine = [r for r in rows if r["profile"] == profile]
+        assert [r["turn"] for r in mine] == ["1", "2", "3", "4", "5"]
+        for row in mine:
+            assert 0 <= row["cached_tokens"] <= row["input_tokens"]
+            parts = row["cost_agent_usd"] + row["cost_summary_usd"] + row["cost_expert_usd"]
+            assert row["cost_usd"] == pytest.approx(parts)
+            assert 0 < row["lower_bound_cost_usd"] <= row["cost_usd"] + 1e-12
+            assert row["searches"] == 2  # the shape asked for
+        assert figures["cached_tokens"] <= figures["input_tokens"]
+        assert figures["input_tokens"] == sum(r["input_tokens"] for r in mine)
+        assert figures["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in mine))
+        assert mine[-1]["cumulative_cost_usd"] == pytest.approx(figures["cost_usd"])
+        assert figures["tool_calls"] == sum(r["tool_calls"] for r in mine) == 10
+        assert figures["cache_source"] == "simulated"
+        assert 0 <= figures["gold_hit_rate"] <= 1
+        assert figures["constraint_kept"] in (0.0, 1.0)  # one probe turn
+
+        # Context tokens are what the model received at the start of each turn.
+        first_requests = [c for c in model.calls if isinstance(c.messages[-1], HumanMessage)]
+        assert [r["context_tokens"] for r in mine] == [
+            sum(message_tokens(m) for m in c.messages) for c in first_requests
+        ]
+        assert figures["context_tokens_last"] == mine[-1]["context_tokens"]
+        # Neither profile summarizes: every input token is one the agent's model was sent.
+        assert figures["input_tokens"] == sum(
+            len(request_tokens(c.messages, c.tools)) for c in model.calls
+        )
+
+    baseline = summary["baseline"]
+    assert baseline["cost_vs_baseline"] == pytest.approx(1.0)
+    assert baseline["constraint_kept"] == 1.0  # keeping everything keeps the constraint
+    assert result.summaries["trim-naive"]["prefix_changes"] >= 1
