@@ -17,6 +17,7 @@ from app.db.engine import make_async_engine, make_session_factory
 from app.db.models import Conversation, Message
 from app.runtime import agent_factory
 from app.settings import DbSettings, Settings
+from bot.dedupe import claim_update
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
 
 
@@ -78,3 +79,23 @@ async def test_concurrent_turns_on_two_replicas_are_serialized(
     by_turn = {reply.turn: reply.text for reply in replies}
     answers = [m for m in messages if m.role == "assistant" and not m.tool_calls]
     assert [m.content for m in answers] == [by_turn[n] for n in range(1, 9)]
+
+
+async def test_a_telegram_update_is_claimed_once_across_replicas(
+    pg_database_url: str, pg_engine: Any
+) -> None:
+    """Both replicas receive the same update at once (a webhook retry landing on the other
+    replica): exactly one of them gets to handle it."""
+    engines = [make_async_engine(DbSettings(url=pg_database_url)) for _ in range(2)]
+    update_id = time.time_ns() % 2**62
+
+    async def claim(engine: Any) -> bool:
+        async with make_session_factory(engine)() as session:
+            return await claim_update(session, update_id)
+
+    try:
+        claims = await asyncio.gather(*(claim(engine) for engine in engines * 3))
+    finally:
+        for engine in engines:
+            await engine.dispose()
+    assert sorted(claims) == [False] * 5 + [True]

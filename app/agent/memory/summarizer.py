@@ -9,9 +9,7 @@ in which users state facts and constraints, and indexes the questions asked.
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -21,13 +19,13 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from app.agent.memory.decisions import describe_tool_result, is_cleared, tool_calls_by_id
-from app.agent.messages import count_message_tokens, message_text
+from app.agent.messages import message_text
 from app.agent.models import OFFLINE, build_chat_model
+from app.agent.offline import OfflineChatModel
 from app.observability.calls import PURPOSE_KEY
 from app.settings import LLMSettings
 
@@ -179,35 +177,17 @@ def extractive_summary(previous: str, rendered: str) -> str:
     return parts.render()
 
 
-class ExtractiveSummaryModel(BaseChatModel):
-    """The offline summary model: answers a `summary_request` with `extractive_summary`."""
+class ExtractiveSummaryModel(OfflineChatModel):
+    """The offline summary model: the offline chat model's plumbing (usage, streaming),
+    answering a `summary_request` with `extractive_summary`."""
 
     model_name: str = "offline-summary"
 
-    @property
-    def _llm_type(self) -> str:
-        return "supportbot-offline-summary"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _reply(self, messages: list[BaseMessage], tool_names: set[str]) -> AIMessage:
         request = message_text(messages[-1])
         previous = _between(request, "previous_summary")
         rendered = _between(request, "new_messages")
-        reply = AIMessage(content=extractive_summary(previous, rendered))
-        input_tokens = sum(count_message_tokens(m) for m in messages)
-        output_tokens = count_message_tokens(reply)
-        reply.usage_metadata = {
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens,
-        }
-        reply.response_metadata = {"model_name": self.model_name}
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+        return AIMessage(content=extractive_summary(previous, rendered))
 
 
 def _between(text: str, tag: str) -> str:
