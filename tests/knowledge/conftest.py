@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from knowledge.store import IngestReport, KnowledgeBase
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 GNUCASH = SHARED / "kb" / "gnucash"
 # Small pages that answer the questions in test_retrieval.py, plus distractors.
 SUBSET = [
