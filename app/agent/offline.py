@@ -39,6 +39,7 @@ SEARCH_TOOL = "search_knowledge_base"
 EXPERT_TOOL = "ask_expert"
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_MARKUP = re.compile(r"\*\*|__|`|^\s*(?:[-*+]|\d+\.)\s+|^#+\s+")
 NOT_FOUND = "I could not find this in the knowledge base."
 
 
@@ -52,6 +53,18 @@ _STOPWORDS = frozenset({
     "some", "any", "all", "its", "don", "isn", "gnucash", "please", "thanks",
 })
 # fmt: on
+
+
+def sentences_of(text: str) -> list[str]:
+    """The sentences of a passage as a reader would quote them: no Markdown emphasis, no
+    list numbers, and no headings or other fragments (fewer than three words, or a short
+    line with no closing punctuation)."""
+    pieces = (_MARKUP.sub("", piece).strip() for piece in _SENTENCE_END.split(text))
+    return [
+        piece
+        for piece in pieces
+        if len(words := piece.split()) >= 3 and (piece[-1] in ".!?:" or len(words) >= 8)
+    ]
 
 
 def _words(text: str) -> set[str]:
@@ -200,12 +213,11 @@ class OfflineChatModel(BaseChatModel):
             return NOT_FOUND + expert_note
         asked = _words(question)
         best = passages[0]
-        sentences = [s.strip() for s in _SENTENCE_END.split(best["text"]) if s.strip()]
+        sentences = sentences_of(best["text"]) or [best["text"].strip()]
         ranked = sorted(sentences, key=lambda s: len(asked & _words(s)), reverse=True)
         chosen = set(ranked[: self.answer_sentences])
         excerpt = " ".join(s for s in sentences if s in chosen)  # keep the document's order
         return f"{excerpt}\n\nSource: {best['title']} ({best['source']}){expert_note}"
 
     def _first_sentences(self, text: str) -> str:
-        sentences = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-        return " ".join(sentences[: self.answer_sentences])
+        return " ".join(sentences_of(text)[: self.answer_sentences])
