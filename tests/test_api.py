@@ -184,3 +184,30 @@ def test_the_admin_endpoint_is_mounted_and_reingest_is_a_no_op(
     report = response.json()
     assert report["documents_added"] == report["documents_updated"] == 0
     assert report["documents_unchanged"] == 24
+
+
+def test_prices_and_metrics_follow_the_apps_own_settings(
+    settings: Settings, sample_index: Path
+) -> None:
+    """The service's settings decide, not the process environment's."""
+    settings.observability.metrics_enabled = False
+    settings.observability.offline_priced_as = "claude-haiku-4-5"
+    with make_client(settings, sample_index) as client:
+
+        def counters() -> list[float]:
+            return [
+                metric(client, "supportbot_llm_calls_total", profile="client", model="offline"),
+                metric(client, "supportbot_turn_duration_seconds_count", profile="client"),
+            ]
+
+        before = counters()
+        client.post(
+            "/v1/conversations/priced/messages",
+            json={"audience": "client", "author": "Ann", "text": "How do I create an invoice?"},
+        )
+        agent = client.get("/v1/conversations/priced/usage").json()["by_purpose"]["agent"]
+        assert counters() == before
+
+    # claude-haiku-4-5: $1 input, $5 output per 1M tokens; nothing is cached in this short turn.
+    expected = (agent["input_tokens"] * 1.0 + agent["output_tokens"] * 5.0) / 1e6
+    assert agent["cost_usd"] == pytest.approx(expected)

@@ -203,7 +203,9 @@ class ChatService:
         started = time.perf_counter()
         async with self._locks.hold(request.conversation_key):
             conversation, turn, working = await self._store_user_message(request)
-            collector = LLMCallCollector(conversation.profile, self._simulator, self._clock)
+            collector = LLMCallCollector(
+                conversation.profile, self._settings.observability, self._simulator, self._clock
+            )
             with self._tracer.turn(
                 conversation.key,
                 request.author or "anonymous",
@@ -243,11 +245,12 @@ class ChatService:
             await self._store_outcome(
                 conversation, turn, new_messages, result.get("memory"), collector.calls
             )
-        metrics.observe_turn(
-            profile=conversation.profile,
-            channel=request.channel,
-            seconds=time.perf_counter() - started,
-        )
+        if self._settings.observability.metrics_enabled:
+            metrics.observe_turn(
+                profile=conversation.profile,
+                channel=request.channel,
+                seconds=time.perf_counter() - started,
+            )
         answer = new_messages[-1].text if new_messages else ""
         return TurnReply(
             conversation_key=conversation.key,

@@ -15,6 +15,7 @@ from app.observability import metrics
 from app.observability.pricing import cost_usd, price_for
 from app.observability.simulator import PrefixCacheSimulator, request_tokens
 from app.observability.usage import TokenUsage, normalize_usage
+from app.settings import ObservabilitySettings
 
 PURPOSE_KEY = "supportbot_purpose"  # run metadata key: "agent" (default), "summary", "expert"
 
@@ -47,7 +48,9 @@ class _Started:
     at: float
     purpose: str
     model: str
-    tokens: list[int] | None  # the exact request, for the cache simulator
+    # The exact request, tokenized only if the simulator has to stand in for the provider.
+    messages: list[BaseMessage]
+    tools: list[dict[str, Any]] | None
 
 
 class LLMCallCollector(BaseCallbackHandler):
@@ -60,10 +63,12 @@ class LLMCallCollector(BaseCallbackHandler):
     def __init__(
         self,
         profile: str,
+        observability: ObservabilitySettings,
         simulator: PrefixCacheSimulator | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.profile = profile
+        self._observability = observability
         self.calls: list[LLMCallRecord] = []
         self._simulator = simulator
         self._clock = clock
@@ -82,9 +87,10 @@ class LLMCallCollector(BaseCallbackHandler):
         metadata = metadata or {}
         model = metadata.get("ls_model_name") or (serialized or {}).get("name") or "unknown"
         tools = (invocation_params or {}).get("tools")
-        tokens = request_tokens(messages[0], tools) if self._simulator else None
         purpose = str(metadata.get(PURPOSE_KEY, "agent"))
-        self._started[run_id] = _Started(time.perf_counter(), purpose, str(model), tokens)
+        self._started[run_id] = _Started(
+            time.perf_counter(), purpose, str(model), messages[0], tools
+        )
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         started = self._started.pop(run_id, None)
@@ -97,15 +103,19 @@ class LLMCallCollector(BaseCallbackHandler):
         if isinstance(message, AIMessage):
             usage = normalize_usage(message.usage_metadata, message.response_metadata)
             model = str(message.response_metadata.get("model_name") or model)
-        if usage.cache_source == "none" and self._simulator and started.tokens is not None:
-            usage = usage.with_simulated_cache(
-                self._simulator.observe(started.tokens, self._clock())
-            )
-        price = price_for(model)
+        if usage.cache_source == "none" and self._simulator:
+            tokens = request_tokens(started.messages, started.tools)
+            usage = usage.with_simulated_cache(self._simulator.observe(tokens, self._clock()))
+        price = price_for(model, self._observability)
         cost = cost_usd(usage, price) if price else 0.0
-        metrics.record_call(
-            profile=self.profile, model=model, purpose=started.purpose, usage=usage, cost_usd=cost
-        )
+        if self._observability.metrics_enabled:
+            metrics.record_call(
+                profile=self.profile,
+                model=model,
+                purpose=started.purpose,
+                usage=usage,
+                cost_usd=cost,
+            )
         self.calls.append(
             LLMCallRecord(
                 purpose=started.purpose,

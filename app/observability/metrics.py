@@ -10,7 +10,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.exposition import generate_latest
 
 from app.observability.usage import TokenUsage
-from app.settings import get_settings
 
 REGISTRY = CollectorRegistry()
 
@@ -50,8 +49,6 @@ TURN_SECONDS = Histogram(
 def record_call(
     *, profile: str, model: str, purpose: str, usage: TokenUsage, cost_usd: float | None
 ) -> None:
-    if not get_settings().observability.metrics_enabled:
-        return
     labels = {"profile": profile, "model": model, "purpose": purpose}
     LLM_CALLS.labels(**labels).inc()
     INPUT_TOKENS.labels(**labels).inc(usage.input_tokens)
@@ -62,8 +59,7 @@ def record_call(
 
 
 def observe_turn(*, profile: str, channel: str, seconds: float) -> None:
-    if get_settings().observability.metrics_enabled:
-        TURN_SECONDS.labels(profile=profile, channel=channel).observe(seconds)
+    TURN_SECONDS.labels(profile=profile, channel=channel).observe(seconds)
 
 
 def exposition() -> tuple[bytes, str]:

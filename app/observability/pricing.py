@@ -9,7 +9,7 @@ evals can put a dollar figure on offline runs.
 from app.observability.model_names import match_model
 from app.observability.simulator import RULES, CacheRules
 from app.observability.usage import TokenUsage
-from app.settings import ObservabilitySettings, get_settings
+from app.settings import ObservabilitySettings
 
 Price = ObservabilitySettings.Price
 
@@ -28,9 +28,8 @@ def price_under_rules(price: Price, rules: CacheRules) -> Price:
     )
 
 
-def price_for(model_name: str, settings: ObservabilitySettings | None = None) -> Price | None:
+def price_for(model_name: str, settings: ObservabilitySettings) -> Price | None:
     """The price of a model, or None when the table has no entry for it."""
-    settings = settings or get_settings().observability
     table = {**settings.prices, **settings.price_overrides}
     is_offline = model_name.strip().lower() == OFFLINE_MODEL
     key = match_model(settings.offline_priced_as if is_offline else model_name, table)

@@ -2,7 +2,6 @@ import pytest
 
 from app.observability import metrics
 from app.observability.usage import TokenUsage
-from app.settings import ObservabilitySettings, Settings
 
 LABELS = {"profile": "client", "model": "gemini-3.1-pro", "purpose": "agent"}
 
@@ -57,20 +56,3 @@ def test_exposition_is_the_prometheus_text_format() -> None:
     assert content_type.startswith("text/plain")
     assert b"# TYPE supportbot_llm_input_tokens_total counter" in body
     assert b'supportbot_llm_input_tokens_total{model="gemini-3.1-pro"' in body
-
-
-def test_nothing_is_recorded_when_metrics_are_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    off = Settings(observability=ObservabilitySettings(metrics_enabled=False))
-    monkeypatch.setattr(metrics, "get_settings", lambda: off)
-    labels = {**LABELS, "profile": "metrics-off"}
-
-    metrics.record_call(**labels, usage=TokenUsage(10, 0, 0, 1), cost_usd=1.0)
-    metrics.observe_turn(profile="metrics-off", channel="api", seconds=1.0)
-
-    assert metrics.REGISTRY.get_sample_value("supportbot_llm_calls_total", labels) is None
-    assert (
-        metrics.REGISTRY.get_sample_value(
-            "supportbot_turn_duration_seconds_count", {"profile": "metrics-off", "channel": "api"}
-        )
-        is None
-    )
