@@ -45,6 +45,9 @@ class KnowledgeSettings(BaseModel):
     collection: str = "kb"
     sample_path: Path = Path("./knowledge/sample_kb")
     top_k: int = Field(4, description="passages one search_knowledge_base call returns")
+    passages_per_page: int = Field(
+        1, ge=1, description="passages of one page a search returns at most (more pages instead)"
+    )
     result_token_budget: int = Field(1000, description="tokens one tool result may take")
     embedder: str = Field(
         "e5", description="`e5` (default) or `use`; see the README's knowledge-base section"

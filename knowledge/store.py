@@ -35,6 +35,8 @@ SPARSE = "bm25"
 # Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
 INDEX_VERSION = "1"
 EMBED_BATCH = 64
+# A search fetches this many candidates per passage it returns, to spread them over pages.
+CANDIDATES_PER_PASSAGE = 8
 _SCROLL_PAGE = 1000
 _POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
 _INDEXED_FIELDS = ("source", "language", "root")
@@ -101,6 +103,7 @@ class KnowledgeBase:
         chunk_tokens: int = 350,
         min_chunk_tokens: int = 100,
         embed_tokens: int = 128,
+        passages_per_page: int = 1,
     ) -> None:
         self.client = client
         self.collection = collection
@@ -110,6 +113,7 @@ class KnowledgeBase:
         self.chunk_tokens = chunk_tokens
         self.min_chunk_tokens = min_chunk_tokens
         self.embed_tokens = embed_tokens
+        self.passages_per_page = passages_per_page
         self._local = location.startswith("local:")
         # The local-mode client is not thread-safe; a server client is.
         self._lock: contextlib.AbstractContextManager[Any] = (
@@ -134,6 +138,7 @@ class KnowledgeBase:
                     "chunk_tokens": settings.chunk_tokens,
                     "min_chunk_tokens": settings.min_chunk_tokens,
                     "embed_tokens": settings.embed_tokens,
+                    "passages_per_page": settings.passages_per_page,
                 }
                 if settings.qdrant_url:
                     api_key = settings.qdrant_api_key
@@ -181,16 +186,19 @@ class KnowledgeBase:
         collection: str | None = None,
         language: str | None = None,
     ) -> list[Passage]:
-        """The Qdrant part of `search`, for a query already embedded."""
+        """The Qdrant part of `search`, for a query already embedded. At most
+        `passages_per_page` passages come from one page, so that k passages cover k pages
+        rather than one page's neighbouring sections."""
         name = collection or self.collection
         query_filter = models.Filter(must=[_match("language", language)]) if language else None
         dense = [float(x) for x in dense_vector]
+        # Deep enough to find k distinct pages. Qdrant's own grouping (query_points_groups)
+        # scores and copies every point in local mode: 19 ms p50 instead of 1.2 ms here.
+        depth = CANDIDATES_PER_PASSAGE * k
         with self._lock:
             if not self.client.collection_exists(name):
                 return []
             if self.hybrid:
-                # Fusion needs deeper candidate lists than the k passages it returns.
-                depth = max(4 * k, 20)
                 response = self.client.query_points(
                     name,
                     prefetch=[
@@ -203,14 +211,16 @@ class KnowledgeBase:
                         ),
                     ],
                     query=models.FusionQuery(fusion=models.Fusion.RRF),
-                    limit=k,
+                    limit=depth,
                     with_payload=True,
                 )
             else:
                 response = self.client.query_points(
-                    name, query=dense, using=DENSE, query_filter=query_filter, limit=k
+                    name, query=dense, using=DENSE, query_filter=query_filter, limit=depth
                 )
-        return [_passage(point) for point in response.points]
+        return _spread_over_pages(
+            [_passage(point) for point in response.points], k, self.passages_per_page
+        )
 
     # --- ingestion --------------------------------------------------------------------
 
@@ -449,6 +459,19 @@ def discover_files(path: Path) -> list[Path]:
 
 def _match(key: str, value: str) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _spread_over_pages(candidates: list[Passage], k: int, per_page: int) -> list[Passage]:
+    """The best k candidates with at most `per_page` from one source; if there are too few
+    pages, the best of the rest fill up to k."""
+    taken: list[Passage] = []
+    held_back: list[Passage] = []
+    per_source: Counter[str] = Counter()
+    for passage in candidates:
+        per_source[passage.source] += 1
+        (taken if per_source[passage.source] <= per_page else held_back).append(passage)
+    chosen = taken[:k] + held_back[: max(0, k - len(taken))]
+    return sorted(chosen, key=lambda passage: passage.score, reverse=True)
 
 
 def _passage(point: models.ScoredPoint) -> Passage:

@@ -2,9 +2,9 @@
 
 from dataclasses import asdict
 
-from knowledge.format import format_passages
 from langchain_core.tools import BaseTool, tool
 
+from knowledge.format import format_passages
 from knowledge.types import Passage, Retriever
 
 

