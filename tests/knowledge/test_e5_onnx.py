@@ -52,3 +52,9 @@ def test_a_text_longer_than_the_model_is_cut(model: E5Onnx) -> None:
     assert len(model.token_ids(long_text)) == e5_onnx.MAX_TOKENS
     assert model.passage([long_text, "short"]).shape == (2, 384)
     assert model.passage([]).shape == (0, 384)
+
+
+def test_a_vector_does_not_depend_on_the_other_texts_of_the_call(model: E5Onnx) -> None:
+    together = model.passage(TEXTS)
+    alone = np.stack([model.passage([text])[0] for text in TEXTS])
+    assert np.array_equal(together, alone)
