@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.store import IngestReport, KnowledgeBase
+from knowledge.store import IngestReport, KnowledgeBase, _spread_over_pages
 from knowledge.types import Passage
 
 QUESTIONS = [
@@ -67,6 +67,22 @@ def test_a_search_returns_passages_from_distinct_pages_unless_configured(
     assert max(per_page.values()) <= 3
     scores = [passage.score for passage in passages]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_with_fewer_pages_than_k_the_best_other_passages_fill_up() -> None:
+    candidates = [
+        Passage(text=f"passage {n}", title="", heading="", source=source, score=score)
+        for n, (source, score) in enumerate(
+            [("a.html", 0.9), ("a.html", 0.8), ("b.html", 0.7), ("a.html", 0.6), ("b.html", 0.5)]
+        )
+    ]
+    chosen = _spread_over_pages(candidates, 3, 1)
+    assert [(p.source, p.score) for p in chosen] == [
+        ("a.html", 0.9),
+        ("a.html", 0.8),
+        ("b.html", 0.7),
+    ]
+    assert [p.score for p in _spread_over_pages(candidates, 2, 1)] == [0.9, 0.7]
 
 
 def test_first_ingest_indexes_every_page_with_text(first_ingest: IngestReport) -> None:
