@@ -122,7 +122,6 @@ class E5Onnx:
         from sentencepiece import SentencePieceProcessor
 
         model = _read_model_file(model_path)
-        self.dims = model.dims
         self.dimension = model.dims.hidden
         self._bos, self._eos = model.bos, model.eos
         self._normalization = str.maketrans(model.normalization)
@@ -134,7 +133,8 @@ class E5Onnx:
         options = onnxruntime.SessionOptions()
         # One thread per run, several runs at once (a session runs concurrently): for texts
         # this short, two single-threaded runs embed 25 passages/s here, one run on two
-        # threads 20/s (17 ms a query instead of 24 ms). Concurrent queries run in parallel.
+        # threads 20/s (though one query then takes 17 ms, not 24 ms). Concurrent queries
+        # of different conversations run in parallel.
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self._workers = workers
