@@ -193,7 +193,7 @@ class KnowledgeBase:
         query_filter = models.Filter(must=[_match("language", language)]) if language else None
         dense = [float(x) for x in dense_vector]
         # Deep enough to find k distinct pages. Qdrant's own grouping (query_points_groups)
-        # scores and copies every point in local mode: 19 ms p50 instead of 1.2 ms here.
+        # scores and copies every point in local mode: 19 ms p50 instead of 1.6 ms here.
         depth = CANDIDATES_PER_PASSAGE * k
         with self._lock:
             if not self.client.collection_exists(name):
