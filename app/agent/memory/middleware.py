@@ -57,22 +57,26 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
     def before_agent(
         self, state: MemoryState, runtime: Runtime[MemoryContext]
     ) -> dict[str, Any] | None:
-        plan = plan_memory(state["messages"], state.get("summary"), self.profile)
-        summary = None
-        if plan.fold:
-            request = summary_request(state.get("summary"), plan.fold)
-            summary = self.summary_model.invoke(request, config=SUMMARY_RUN_CONFIG).text
+        plan, request = self._plan(state)
+        summary = self.summary_model.invoke(request, SUMMARY_RUN_CONFIG).text if request else None
         return self._updates(state, plan, summary)
 
     async def abefore_agent(
         self, state: MemoryState, runtime: Runtime[MemoryContext]
     ) -> dict[str, Any] | None:
-        plan = plan_memory(state["messages"], state.get("summary"), self.profile)
-        summary = None
-        if plan.fold:
-            request = summary_request(state.get("summary"), plan.fold)
-            summary = (await self.summary_model.ainvoke(request, config=SUMMARY_RUN_CONFIG)).text
+        plan, request = self._plan(state)
+        summary = (
+            (await self.summary_model.ainvoke(request, SUMMARY_RUN_CONFIG)).text
+            if request
+            else None
+        )
         return self._updates(state, plan, summary)
+
+    def _plan(self, state: MemoryState) -> tuple[MemoryPlan, list[BaseMessage] | None]:
+        """This turn's memory decisions and, when they fold turns away, the summary request."""
+        plan = plan_memory(state["messages"], state.get("summary"), self.profile)
+        request = summary_request(state.get("summary"), plan.fold) if plan.fold else None
+        return plan, request
 
     def _updates(
         self, state: MemoryState, plan: MemoryPlan, summary: str | None
