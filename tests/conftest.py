@@ -19,7 +19,9 @@ from app.db.engine import make_async_engine
 from app.settings import DbSettings, KnowledgeSettings, Settings
 from knowledge.store import KnowledgeBase
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+ROOT = Path(__file__).resolve().parents[1]
+# What the tests read lives in the repo: these fixtures, the sample knowledge base, evals/.
+FIXTURES = ROOT / "tests" / "fixtures"
 PG_ADMIN_URL = os.environ.get("SUPPORTBOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 _real_connect = socket.socket.connect
@@ -108,7 +110,7 @@ def settings(tmp_path: Path) -> Settings:
     )
 
 
-SAMPLE_KB = Path(__file__).resolve().parents[1] / "knowledge" / "sample_kb"
+SAMPLE_KB = ROOT / "knowledge" / "sample_kb"
 
 
 @pytest.fixture(scope="session")

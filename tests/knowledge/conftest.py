@@ -1,5 +1,6 @@
-"""Fixtures: a handful of GnuCash manual pages (read from ../shared beside the repo) in a
-temporary local Qdrant, ingested once per test session."""
+"""Fixtures: a handful of GnuCash manual pages (tests/fixtures/gnucash) in a temporary
+local Qdrant. The session-wide ones are read-only: a test that changes pages or the
+index makes its own (`copy_pages`, `KnowledgeBase.open_local` on its `tmp_path`)."""
 
 import shutil
 from collections.abc import Iterator
@@ -8,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from knowledge.store import IngestReport, KnowledgeBase
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 
-GNUCASH = SHARED / "kb" / "gnucash"
+GNUCASH = FIXTURES / "gnucash"
 # Small pages that answer the questions in test_retrieval.py, plus distractors.
 SUBSET = [
     "gnucash-help-en/busnss-ar-invoices1.html",
@@ -25,11 +26,9 @@ SUBSET = [
 ]
 
 
-@pytest.fixture(scope="session")
-def gnucash_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy, so that tests may change and delete pages; the shared folder is read-only."""
-    root = tmp_path_factory.mktemp("gnucash")
-    for relative in SUBSET:
+def copy_pages(pages: list[str], root: Path) -> Path:
+    """`pages` of the fixture manuals under `root`, at their relative paths."""
+    for relative in pages:
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(GNUCASH / relative, target)
@@ -37,12 +36,25 @@ def gnucash_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def knowledge_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
+def gnucash_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SUBSET pages in a folder of their own; tests only read it."""
+    return copy_pages(SUBSET, tmp_path_factory.mktemp("gnucash"))
+
+
+@pytest.fixture(scope="session")
+def _session_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
     kb = KnowledgeBase.open_local(tmp_path_factory.mktemp("qdrant"), collection="test")
     yield kb
     kb.close()
 
 
 @pytest.fixture(scope="session")
-def first_ingest(knowledge_base: KnowledgeBase, gnucash_subset: Path) -> IngestReport:
-    return knowledge_base.ingest(gnucash_subset)
+def first_ingest(_session_base: KnowledgeBase, gnucash_subset: Path) -> IngestReport:
+    return _session_base.ingest(gnucash_subset)
+
+
+@pytest.fixture(scope="session")
+def knowledge_base(_session_base: KnowledgeBase, first_ingest: IngestReport) -> KnowledgeBase:
+    """The SUBSET, ingested once per session. Tests search it and may re-ingest the
+    unchanged folder; they neither change its attributes nor its pages."""
+    return _session_base

@@ -1,12 +1,15 @@
 """Known questions retrieve their gold page; ingestion mirrors the folder."""
 
+import copy
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from knowledge.store import IngestReport, KnowledgeBase, _spread_over_pages
 from knowledge.types import Passage
+from tests.knowledge.conftest import copy_pages
 
 QUESTIONS = [
     ("How do I write an invoice to a customer in GnuCash?", "busnss-ar-invoices1.html"),
@@ -30,17 +33,27 @@ QUESTIONS = [
     ("Wie korrigiert man eine falsche Buchung richtig, ohne sie zu löschen?", "trans-reverse.html"),
 ]
 
+# Pages the change-and-delete test ingests into an index of its own: the two it changes
+# and deletes, and some it keeps.
+CHANGED_AND_KEPT = [
+    "gnucash-help-en/chang-lang.html",
+    "gnucash-help-en/tool-close-book.html",
+    "gnucash-help-en/trans-reverse.html",
+    "gnucash-help-en/acct-types.html",
+    "gnucash-help-en/busnss-ar-customers1.html",
+]
+
 
 @pytest.mark.parametrize(("question", "gold_page"), QUESTIONS)
 def test_known_question_retrieves_its_gold_page_in_top_5(
-    knowledge_base: KnowledgeBase, first_ingest: IngestReport, question: str, gold_page: str
+    knowledge_base: KnowledgeBase, question: str, gold_page: str
 ) -> None:
     sources = [passage.source for passage in knowledge_base.search(question, 5)]
     assert f"gnucash-help-en/{gold_page}" in sources
 
 
 def test_passages_carry_title_heading_path_and_relative_source(
-    knowledge_base: KnowledgeBase, first_ingest: IngestReport
+    knowledge_base: KnowledgeBase,
 ) -> None:
     best = knowledge_base.search("post an invoice to accounts receivable", 1)[0]
     assert best.source == "gnucash-help-en/busnss-ar-invoices1.html"
@@ -49,18 +62,14 @@ def test_passages_carry_title_heading_path_and_relative_source(
 
 
 def test_a_search_returns_passages_from_distinct_pages_unless_configured(
-    knowledge_base: KnowledgeBase, first_ingest: IngestReport
+    knowledge_base: KnowledgeBase,
 ) -> None:
     query = "create, edit, post and print a customer invoice"
     sources = [passage.source for passage in knowledge_base.search(query, 5)]
     assert len(sources) == 5
     assert len(set(sources)) == 5
 
-    knowledge_base.passages_per_page = 3
-    try:
-        passages = knowledge_base.search(query, 5)
-    finally:
-        knowledge_base.passages_per_page = 1
+    passages = configured(knowledge_base, passages_per_page=3).search(query, 5)
     per_page = Counter(passage.source for passage in passages)
     assert len(passages) == 5
     assert max(per_page.values()) > 1
@@ -102,39 +111,42 @@ def test_reingesting_the_same_folder_changes_nothing(
     assert knowledge_base.stats().chunks == chunks_before == first_ingest.chunks_added
 
 
-def test_changed_page_replaces_its_chunks_and_deleted_page_disappears(
-    knowledge_base: KnowledgeBase, first_ingest: IngestReport, gnucash_subset: Path
-) -> None:
-    language_page = gnucash_subset / "gnucash-help-en" / "chang-lang.html"
-    html = language_page.read_text(encoding="utf-8")
-    language_page.write_text(
-        html.replace("</body>", "<p>Zebra crossings are painted on the moon.</p></body>"),
-        encoding="utf-8",
-    )
-    (gnucash_subset / "gnucash-help-en" / "tool-close-book.html").unlink()
+def test_changed_page_replaces_its_chunks_and_deleted_page_disappears(tmp_path: Path) -> None:
+    pages = copy_pages(CHANGED_AND_KEPT, tmp_path / "pages")
+    kb = KnowledgeBase.open_local(tmp_path / "qdrant", collection="test")
+    try:
+        first = kb.ingest(pages)
+        language_page = pages / "gnucash-help-en" / "chang-lang.html"
+        html = language_page.read_text(encoding="utf-8")
+        language_page.write_text(
+            html.replace("</body>", "<p>Zebra crossings are painted on the moon.</p></body>"),
+            encoding="utf-8",
+        )
+        (pages / "gnucash-help-en" / "tool-close-book.html").unlink()
 
-    report = knowledge_base.ingest(gnucash_subset)
+        report = kb.ingest(pages)
 
-    assert (report.documents_updated, report.documents_deleted) == (1, 1)
-    assert report.documents_unchanged == first_ingest.documents_added - 2
-    sources = {p.source for p in knowledge_base.search("close the books at year end", 10)}
-    assert "gnucash-help-en/tool-close-book.html" not in sources
-    # The new paragraph ends a long passage, past what the dense vector sees: BM25 finds it.
-    texts = [p.text for p in _hybrid_search(knowledge_base, "zebra crossings on the moon", 3)]
-    assert any("Zebra crossings" in text for text in texts)
-    assert knowledge_base.stats().documents == first_ingest.documents_added - 1
+        assert first.documents_added == len(CHANGED_AND_KEPT)
+        assert (report.documents_updated, report.documents_deleted) == (1, 1)
+        assert report.documents_unchanged == len(CHANGED_AND_KEPT) - 2
+        sources = {p.source for p in kb.search("close the books at year end", 10)}
+        assert "gnucash-help-en/tool-close-book.html" not in sources
+        # The new paragraph ends a long passage, past what the dense vector sees: BM25 finds it.
+        passages = configured(kb, hybrid=True).search("zebra crossings on the moon", 3)
+        assert any("Zebra crossings" in p.text for p in passages)
+        assert kb.stats().documents == len(CHANGED_AND_KEPT) - 1
+    finally:
+        kb.close()
 
 
-def test_hybrid_search_fuses_keyword_and_dense_hits(
-    knowledge_base: KnowledgeBase, first_ingest: IngestReport
-) -> None:
-    passages = _hybrid_search(knowledge_base, "Account types grayed out parent", 5)
+def test_hybrid_search_fuses_keyword_and_dense_hits(knowledge_base: KnowledgeBase) -> None:
+    passages = configured(knowledge_base, hybrid=True).search("Account types grayed out parent", 5)
     assert "gnucash-help-en/acct-types.html" in [p.source for p in passages]
 
 
-def _hybrid_search(kb: KnowledgeBase, query: str, k: int) -> list[Passage]:
-    kb.hybrid = True
-    try:
-        return kb.search(query, k)
-    finally:
-        kb.hybrid = False
+def configured(kb: KnowledgeBase, **options: Any) -> KnowledgeBase:
+    """`kb` searched with other options, over the same client: `kb` itself is unchanged."""
+    variant = copy.copy(kb)
+    for name, value in options.items():
+        setattr(variant, name, value)
+    return variant

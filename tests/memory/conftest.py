@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from knowledge.types import Passage
-from tests.conftest import SHARED
+from tests.conftest import ROOT
 
-SESSION = SHARED / "evals" / "client_session_dev.yaml"
+SESSION = ROOT / "evals" / "scenarios" / "client_session_dev.yaml"
 CONSTRAINT = "we run GnuCash 4 on Linux (Ubuntu)"
 SHORT_ANSWERS = "Please keep answers short"
 
