@@ -44,13 +44,14 @@ REQUIRED_SERVICES = {
 }
 # Services built from our Dockerfile.
 APP_SERVICES = {"api", "migrate", "telegram-worker"}
-# Settings production cannot do without, and where they must point inside the stack.
+# Settings production cannot do without, and what their value must contain: where they
+# point inside the stack, or the .env variable of the same name they are read from.
 PRODUCTION_SETTINGS = {
     "SUPPORTBOT_DB__URL": "@postgres:5432/",
     "SUPPORTBOT_KNOWLEDGE__QDRANT_URL": "http://qdrant:6333",
     "SUPPORTBOT_LANGFUSE__BASE_URL": "http://langfuse-web:3000",
-    "SUPPORTBOT_LANGFUSE__PUBLIC_KEY": "",
-    "SUPPORTBOT_LANGFUSE__SECRET_KEY": "",
+    "SUPPORTBOT_LANGFUSE__PUBLIC_KEY": "${SUPPORTBOT_LANGFUSE__PUBLIC_KEY",
+    "SUPPORTBOT_LANGFUSE__SECRET_KEY": "${SUPPORTBOT_LANGFUSE__SECRET_KEY",
     "SUPPORTBOT_EXPERT__SEARXNG_URL": "http://searxng:8080",
 }
 # Settings the compose file passes before app/settings.py has them. The `expert` group comes

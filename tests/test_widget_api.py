@@ -69,15 +69,21 @@ def test_bad_input_is_refused_before_the_stream_starts(staff_client: TestClient)
     assert response.json() == {"detail": "the message is empty"}
 
 
-@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer wrong"}])
+@pytest.mark.parametrize(
+    ("headers", "status", "detail"),
+    [
+        ({}, 403, "the staff audience needs staff credentials"),  # an anonymous client
+        ({"authorization": "Bearer wrong"}, 401, "invalid credentials"),
+    ],
+)
 def test_without_staff_credentials_nothing_is_stored(
-    staff_client: TestClient, headers: dict[str, str]
+    staff_client: TestClient, headers: dict[str, str], status: int, detail: str
 ) -> None:
     for path in ("messages", "messages/stream"):
         response = staff_client.post(
             f"/v1/conversations/{KEY}/{path}", json=ask("hello"), headers=headers
         )
-        assert response.status_code in (401, 403)
+        assert (response.status_code, response.json()) == (status, {"detail": detail})
     assert staff_client.get("/v1/widget/me", headers=headers).status_code == 401
     assert staff_client.get(f"/v1/conversations/{KEY}", headers=STAFF).status_code == 404
 

@@ -77,10 +77,11 @@ async def test_tavily_backend_sends_the_key_and_reads_results(web: FakeWeb) -> N
     results = await backend.search("GnuCash release", 1)
 
     assert web.tavily_auth == ["Bearer tvly-test"]
+    sent = web.results("GnuCash release")[0]  # what the fake Tavily answered
+    assert sent["content"].startswith("GnuCash 5.9 release notes Home")
     assert results == [
-        SearchResult("GnuCash 5.9 release notes", web.url("/gnucash-5-9"), results[0].snippet)
+        SearchResult("GnuCash 5.9 release notes", web.url("/gnucash-5-9"), sent["content"])
     ]
-    assert results[0].snippet.startswith("GnuCash 5.9 release notes")
 
 
 def test_searxng_wins_then_tavily_then_none() -> None:
