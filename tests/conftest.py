@@ -54,16 +54,15 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
 
 @pytest.fixture(autouse=True, scope="session")
 def block_network() -> Iterator[None]:
-    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
-    yield
-    socket.socket.connect = _real_connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = _real_connect_ex  # type: ignore[method-assign]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", _guarded_connect)
+        patch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+        yield
 
 
 def _admin(sql: str) -> None:
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as connection:
-        connection.execute(sql)  # type: ignore[arg-type]
+        connection.execute(sql)
 
 
 @pytest.fixture(scope="session")
@@ -106,7 +105,7 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(
         db=DbSettings(url=f"sqlite:///{tmp_path / 'supportbot.db'}"),
         knowledge=KnowledgeSettings(qdrant_path=tmp_path / "qdrant"),
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
     )
 
 

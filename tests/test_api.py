@@ -2,12 +2,14 @@
 the offline model."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 from sqlalchemy import create_engine, func, select
+from sqlalchemy.orm import QueryableAttribute
 
 from app.db.engine import sync_url
 from app.db.models import LLMCall, Message
@@ -15,10 +17,10 @@ from app.settings import LLMSettings, Settings
 from tests.conftest import SAMPLE_KB, make_client
 
 
-def count(settings: Settings, column: object) -> int:
+def count(settings: Settings, column: QueryableAttribute[Any]) -> int:
     engine = create_engine(sync_url(settings.db.url))
     with engine.connect() as connection:
-        value = connection.scalar(select(func.count(column)))  # type: ignore[call-overload]
+        value = connection.scalar(select(func.count(column)))
     engine.dispose()
     return int(value or 0)
 

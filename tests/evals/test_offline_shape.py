@@ -39,7 +39,7 @@ def play(model: OfflineChatModel, question: str, passages: list[dict[str, str]])
         AIMessage("Use Process Payment."),
         HumanMessage(f"Mark: {question}"),
     ]
-    made = []
+    made: list[str] = []
     for _ in range(6):
         reply = bound.invoke(messages)
         assert isinstance(reply, AIMessage)

@@ -41,9 +41,10 @@ def test_turns_are_traced_scored_and_rated(
 
     engine = create_engine(sync_url(settings.db.url))
     with engine.connect() as connection:
-        trace_ids = list(connection.scalars(select(Turn.trace_id).order_by(Turn.number)))
+        stored = list(connection.scalars(select(Turn.trace_id).order_by(Turn.number)))
     engine.dispose()
-    assert len(set(trace_ids)) == 2 and None not in trace_ids
+    trace_ids = [trace_id for trace_id in stored if trace_id is not None]
+    assert len(set(trace_ids)) == len(stored) == 2
 
     spans = _spans(local_server)
     assert {span["trace_id"] for span in spans} == set(trace_ids)
