@@ -35,7 +35,26 @@ class LLMSettings(BaseModel):
     summary_model: str = Field("offline", description="cheaper model that folds summaries")
     expert_model: str = Field("offline", description="cheaper model for the expert subagent")
     supports_images: bool = False
-    max_agent_steps: int = Field(8, description="model calls per turn before the turn is cut")
+    max_agent_steps: int = Field(
+        8, ge=1, description="model calls per turn; then the turn ends saying it ran out of steps"
+    )
+    fallback_model: str | None = Field(
+        None,
+        description="model (same forms as `model`) that answers when `model` still fails "
+        "after its retries; unset: no fallback",
+    )
+    max_retries: int = Field(
+        2, ge=0, description="retries of a failed model call (429, 5xx, timeout, lost connection)"
+    )
+    retry_initial_delay_seconds: float = Field(
+        1.0, ge=0, description="backoff before the first retry; doubles with each retry"
+    )
+    retry_max_delay_seconds: float = Field(
+        30.0, ge=0, description="longest wait between retries, a provider's Retry-After included"
+    )
+    tool_max_retries: int = Field(
+        1, ge=0, description="retries of a failing knowledge-base search or expert call"
+    )
 
 
 class KnowledgeSettings(BaseModel):

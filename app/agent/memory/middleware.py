@@ -8,6 +8,7 @@ sends the same prefix again. `wrap_model_call` places the summary right after th
 prompt and offers `recall_history` once something has been archived.
 """
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from app.agent.memory.state import MemoryContext, MemoryState, MemoryUpdate
 from app.agent.memory.summarizer import SUMMARY_RUN_CONFIG, summary_request
 
 ModelCallResult = ModelResponse[Any] | Any
+log = logging.getLogger(__name__)
 
 
 def model_name(model: BaseChatModel) -> str:
@@ -58,18 +60,24 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
         self, state: MemoryState, runtime: Runtime[MemoryContext]
     ) -> dict[str, Any] | None:
         plan, request = self._plan(state)
-        summary = self.summary_model.invoke(request, SUMMARY_RUN_CONFIG).text if request else None
+        if request is None:
+            return self._updates(state, plan, None)
+        try:
+            summary = self.summary_model.invoke(request, SUMMARY_RUN_CONFIG).text
+        except Exception as error:
+            return self._updates(state, self._plan_without_fold(state, error), None)
         return self._updates(state, plan, summary)
 
     async def abefore_agent(
         self, state: MemoryState, runtime: Runtime[MemoryContext]
     ) -> dict[str, Any] | None:
         plan, request = self._plan(state)
-        summary = (
-            (await self.summary_model.ainvoke(request, SUMMARY_RUN_CONFIG)).text
-            if request
-            else None
-        )
+        if request is None:
+            return self._updates(state, plan, None)
+        try:
+            summary = (await self.summary_model.ainvoke(request, SUMMARY_RUN_CONFIG)).text
+        except Exception as error:
+            return self._updates(state, self._plan_without_fold(state, error), None)
         return self._updates(state, plan, summary)
 
     def _plan(self, state: MemoryState) -> tuple[MemoryPlan, list[BaseMessage] | None]:
@@ -77,6 +85,13 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
         plan = plan_memory(state["messages"], state.get("summary"), self.profile)
         request = summary_request(state.get("summary"), plan.fold) if plan.fold else None
         return plan, request
+
+    def _plan_without_fold(self, state: MemoryState, error: Exception) -> MemoryPlan:
+        """The summary model failed: keep every message this turn. The fold is still due
+        next turn, when the same stored context plans it again."""
+        log.warning("summary fold postponed: the summary model failed (%s)", type(error).__name__)
+        unfolded = self.profile.model_copy(update={"summary": None})
+        return plan_memory(state["messages"], state.get("summary"), unfolded)
 
     def _updates(
         self, state: MemoryState, plan: MemoryPlan, summary: str | None
