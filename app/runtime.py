@@ -96,7 +96,7 @@ class Runtime:
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
         knowledge = KnowledgeBase.from_settings(settings.knowledge)
-        model = build_chat_model(settings.llm.model, settings.llm)
+        model = build_chat_model(settings.llm.model, settings.llm, client_retries=0)
         tracer = Tracer.from_settings(settings)
         chat = ChatService(
             settings,

@@ -19,6 +19,7 @@ from app.db.engine import sync_url
 from app.db.models import Turn
 from app.settings import DbSettings, LLMSettings, Settings
 from tests.conftest import PG_ADMIN_URL, _admin, make_client
+from tests.test_widget_api import events
 
 QUESTION = "How do I create an invoice?"
 
@@ -91,6 +92,27 @@ def test_a_transient_fault_is_retried_and_answered(
     assert scripted.requests[2]["messages"] == scripted.requests[1]["messages"]
     assert scripted.requests[2]["messages"][-1]["role"] == "tool"
     assert response.json()["text"].startswith("**From the help center:**")
+
+
+def test_a_streamed_turn_retries_before_any_token_is_sent(
+    settings: Settings, sample_index: Path, scripted: ScriptedLLM
+) -> None:
+    use_scripted(settings, scripted)
+    scripted.add(Reply.call(KNOWLEDGE_TOOL, query="invoice"), Fault.UNAVAILABLE)
+    with make_client(settings, sample_index) as client:
+        response = client.post(
+            "/v1/conversations/faults/messages/stream",
+            json={"audience": "client", "author": "Jo", "text": QUESTION},
+        )
+    sequence = events(response.text)
+    assert [kind for kind, _ in sequence][-1] == "done"
+    streamed = "".join(str(data["text"]) for kind, data in sequence if kind == "token")
+    assert streamed == sequence[-1][1]["text"]  # the failed attempt sent no token twice
+    assert [(r.body["stream"], r.fault) for r in scripted.received] == [
+        (True, None),
+        (True, Fault.UNAVAILABLE),
+        (True, None),
+    ]
 
 
 def test_server_errors_beyond_the_retries_are_answered_by_the_fallback_model(
@@ -199,7 +221,7 @@ def test_readyz_names_the_database_when_it_is_down(settings: Settings, sample_in
 def test_a_failing_summary_model_keeps_every_message_and_the_next_turn_folds(
     settings: Settings, sample_index: Path, scripted: ScriptedLLM
 ) -> None:
-    use_scripted(settings, scripted, summary_model="scripted-summary")
+    use_scripted(settings, scripted, summary_model="scripted-summary", max_retries=1)
     settings.profiles.definitions["client"] = MemoryProfile(
         description="fold after two exchanges, keep one",
         summary=SummaryPolicy(trigger_exchanges=3, keep_exchanges=1),
@@ -208,15 +230,18 @@ def test_a_failing_summary_model_keeps_every_message_and_the_next_turn_folds(
     with make_client(settings, sample_index) as client:
         for question in questions[:2]:
             assert ask(client, question).status_code == 200
-        scripted.fail_next(Fault.SERVER_ERROR)  # the fold due this turn fails
+        # The fold due this turn fails, its client's one retry too.
+        scripted.fail_next(Fault.SERVER_ERROR, Fault.SERVER_ERROR)
         third = len(scripted.received)
         assert ask(client, questions[2]).status_code == 200
         fourth = len(scripted.received)
         assert ask(client, "And the VAT report?").status_code == 200
 
-    failed_fold, *third_turn = scripted.received[third:fourth]
-    assert failed_fold.body["model"] == "scripted-summary"
-    assert failed_fold.fault is Fault.SERVER_ERROR
+    *failed_folds, agent_call, answer_call = scripted.received[third:fourth]
+    assert [(r.body["model"], r.fault) for r in failed_folds] == [
+        ("scripted-summary", Fault.SERVER_ERROR)
+    ] * 2
+    third_turn = [agent_call, answer_call]
     sent = third_turn[0].body["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == [f"Jo: {q}" for q in questions]
     assert len(sent) == 1 + 4 + 4 + 1  # system, two whole exchanges, the new question

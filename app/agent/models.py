@@ -34,8 +34,12 @@ OUT_OF_STEPS = (
 )
 
 
-def build_chat_model(name: str, llm: LLMSettings) -> BaseChatModel:
-    """`name` is `offline`, a `provider:model` spec, or a model served at `llm.base_url`."""
+def build_chat_model(
+    name: str, llm: LLMSettings, *, client_retries: int | None = None
+) -> BaseChatModel:
+    """`name` is `offline`, a `provider:model` spec, or a model served at `llm.base_url`.
+    An endpoint's client retries `client_retries` times (default `llm.max_retries`); the
+    main agent's models pass 0, as its ModelRetryMiddleware retries them."""
     if name == OFFLINE:
         return OfflineChatModel()
     api_key = llm.api_key.get_secret_value() if llm.api_key else None
@@ -47,7 +51,7 @@ def build_chat_model(name: str, llm: LLMSettings) -> BaseChatModel:
             temperature=llm.temperature,
             timeout=llm.timeout_seconds,
             stream_usage=True,
-            max_retries=0,  # ModelRetryMiddleware retries: once, visibly, with Retry-After
+            max_retries=llm.max_retries if client_retries is None else client_retries,
         )
     extra: dict[str, Any] = {"api_key": api_key} if api_key else {}
     return init_chat_model(name, temperature=llm.temperature, timeout=llm.timeout_seconds, **extra)
@@ -135,5 +139,5 @@ def model_fault_middleware(llm: LLMSettings) -> list[AgentMiddleware[Any, Any, A
     wait = RetryAfterMiddleware(llm.retry_max_delay_seconds)
     if not llm.fallback_model:  # unset or empty (compose passes an empty variable)
         return [retry, wait]
-    fallback = ModelFallbackMiddleware(build_chat_model(llm.fallback_model, llm))
+    fallback = ModelFallbackMiddleware(build_chat_model(llm.fallback_model, llm, client_retries=0))
     return [fallback, retry, wait]
