@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
+from app.agent.expert import ASK_EXPERT
 from app.agent.memory.profiles import MemoryProfile, SummaryPolicy
 from app.agent.models import OUT_OF_STEPS
 from app.agent.offline import CANNOT_SEARCH
@@ -184,6 +185,20 @@ def test_the_knowledge_base_down_is_answered_without_it_and_readyz_names_it(
     assert "The knowledge base is unavailable right now." in response.json()["text"]
     assert ready.status_code == 503
     assert ready.json()["down"] == ["vector_store"]
+
+
+def test_web_search_down_is_answered_without_the_expert(
+    settings: Settings, sample_index: Path, scripted: ScriptedLLM
+) -> None:
+    use_scripted(settings, scripted, tool_max_retries=1)
+    settings.expert.searxng_url = "http://127.0.0.1:9"  # nothing listens: every search fails
+    scripted.add(Reply.call(ASK_EXPERT, question="Is GnuCash 5.9 released?"))
+    with make_client(settings, sample_index) as client:
+        response = ask(client, "Is GnuCash 5.9 out yet?")
+    assert response.status_code == 200
+    tool_result = scripted.requests[1]["messages"][-1]
+    assert (tool_result["role"], tool_result["content"]) == ("tool", UNAVAILABLE[ASK_EXPERT])
+    assert "Web research is unavailable right now." in response.json()["text"]
 
 
 def test_the_offline_model_says_it_cannot_search_when_the_knowledge_base_is_down(

@@ -39,6 +39,7 @@ def web_search_tool(backend: SearchBackend, limit: int) -> BaseTool:
         try:
             results = await backend.search(query, limit)
         except (httpx.HTTPError, ValueError) as error:
+            runtime.context.notebook.failed_searches += 1
             return f"The web search failed: {error}", []
         for result in results:
             runtime.context.notebook.results.setdefault(result.url, result)
