@@ -6,13 +6,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
+import openai
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
 from app.agent.expert import ASK_EXPERT
 from app.agent.memory.profiles import MemoryProfile, SummaryPolicy
-from app.agent.models import OUT_OF_STEPS
+from app.agent.models import OUT_OF_STEPS, retry_after_seconds
 from app.agent.offline import CANNOT_SEARCH
 from app.agent.tools import KNOWLEDGE_TOOL, UNAVAILABLE
 from app.bench.scripted_llm import Fault, Reply, ScriptedLLM
@@ -265,3 +267,24 @@ def test_a_failing_summary_model_keeps_every_message_and_the_next_turn_folds(
     assert (fold.body["model"], fold.fault) == ("scripted-summary", None)
     sent = fourth_turn[0].body["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["Jo: And the VAT report?"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after-ms": "250", "retry-after": "3"}, 0.25),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_from_the_error_response(
+    headers: dict[str, str], seconds: float | None
+) -> None:
+    # openai 3 builds its errors on httpx2 responses
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx2.Response(429, headers=headers, request=request)
+    error = openai.RateLimitError("rate limited", response=response, body=None)
+    assert retry_after_seconds(error) == seconds
+    assert retry_after_seconds(ValueError("no response")) is None

@@ -3,6 +3,7 @@ OpenAI-compatible endpoint (OpenRouter, Ollama, vLLM, llama.cpp server); and the
 middleware that keeps a turn answering when its model fails or runs long."""
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -58,23 +59,19 @@ def build_chat_model(
 
 
 def retry_after_seconds(error: BaseException) -> float | None:
-    """How long a provider asked the client to wait (`Retry-After`, seconds or a date, or
-    OpenAI's `retry-after-ms`), read from the HTTP response an SDK error carries."""
+    """How long a provider asked the client to wait (`Retry-After` in seconds or as a date,
+    or OpenAI's `retry-after-ms`), read from the HTTP response an SDK error carries."""
     headers = getattr(getattr(error, "response", None), "headers", None)
     if headers is None:
         return None
-    try:
+    with contextlib.suppress(TypeError, ValueError):  # a header no client could read
         if milliseconds := headers.get("retry-after-ms"):
             return max(0.0, float(milliseconds) / 1000)
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
+        if value := headers.get("retry-after"):
+            if value.strip().isdigit():
+                return float(value)
             return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
-    except (TypeError, ValueError):  # a header no client could read
-        return None
+    return None
 
 
 class RetryAfterMiddleware(AgentMiddleware[Any, Any, Any]):
