@@ -5,7 +5,8 @@ the summary if due, and returns them as state updates: the graph's messages chan
 place (by id) and `memory` carries the decisions for ChatService to persist. Because
 decisions are persisted and made only when a policy's threshold is passed, the next turn
 sends the same prefix again. `wrap_model_call` places the summary right after the system
-prompt and offers `recall_history` once something has been archived.
+prompt and offers `recall_history` once something has been archived. When the summary
+model fails, this turn keeps every message and the fold is planned again next turn.
 """
 
 import logging
