@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 
 from app.api import admin, conversations, health, telegram, widget
 from app.chat.service import InvalidTurn, TurnFailed
@@ -32,7 +33,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         await app.state.runtime.aclose()
 
-    app = FastAPI(
+    # /docs and /redoc with their assets served by the app: they work with no network.
+    app = FastAPIOffline(
         title="supportbot",
         version="0.1.0",
         description="Customer-support chatbot with cache-aware memory profiles.",
