@@ -8,8 +8,9 @@ PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-x tests/test_api.py"`.
 PYTEST_ARGS ?=
-# The GnuCash manuals the evals and `kb bench` read: Debian's gnucash-docs package (`make eval-data`).
-MANUALS ?= /usr/share/doc/gnucash-docs
+# The GnuCash manuals the evals and `kb bench` read (`make eval-data`), from Debian's gnucash-docs.
+MANUALS ?= var/manuals
+DEBIAN_MANUALS := /usr/share/doc/gnucash-docs
 
 .PHONY: help run test lint install chromium eval-data clean
 
@@ -50,13 +51,21 @@ lint: $(STAMP)  ## ruff, mypy and the import contracts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-eval-data:  ## the GnuCash manuals (EN/DE HTML) for the evals, from Debian's gnucash-docs package
-	@if [ -d $(MANUALS)/gnucash-help-en ]; then echo "manuals in $(MANUALS)"; \
-	elif [ "$$(id -u)" = 0 ]; then \
-	  apt-get install -y -qq gnucash-docs >/dev/null 2>&1 || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnucash-docs >/dev/null); \
-	  echo "manuals in $(MANUALS)"; \
-	else echo "run 'sudo apt-get install gnucash-docs', or pass any folder of the manuals with --kb"; exit 1; fi
+eval-data: $(MANUALS)  ## the GnuCash manuals (EN/DE HTML) for the evals, from Debian's gnucash-docs, in var/manuals
+
+# The evals read the English and German Help Manual and Guide, as the scenarios' gold paths name them.
+$(MANUALS):
+	@test -d $(DEBIAN_MANUALS)/gnucash-help-en || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -qq gnucash-docs >/dev/null 2>&1 || \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnucash-docs >/dev/null); \
+	  else echo "The evals need the GnuCash manuals: run 'sudo apt-get install gnucash-docs' and 'make eval-data' again, or pass any folder of them with --kb."; exit 1; fi; }
+	mkdir -p $@.tmp
+	for manual in gnucash-help-en gnucash-help-de gnucash-guide-en gnucash-guide-de; do \
+	  cp -r $(DEBIAN_MANUALS)/$$manual $@.tmp/; done
+	cp $(DEBIAN_MANUALS)/copyright $@.tmp/COPYRIGHT
+	mv $@.tmp $@
+	@echo "manuals in $@"
 
 clean:  ## remove the virtualenv and local data
 	rm -rf $(VENV) var
