@@ -3,6 +3,7 @@
 import io
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
@@ -15,6 +16,7 @@ from app.observability.redact import (
     redact_secrets,
 )
 from app.settings import DbSettings, ExpertSettings, LLMSettings, Settings, TelegramSettings
+from tests.conftest import make_client
 
 TELEGRAM_TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
 
@@ -157,3 +159,20 @@ def test_installing_puts_one_filter_on_the_root_handlers() -> None:
 
     assert [type(f) for f in handler.filters] == [RedactingFilter]
     assert stream.getvalue() == f"leaked {REDACTED} and first-secret\n"
+
+
+def test_the_app_scrubs_its_configured_secrets_from_the_logs_once_started(
+    settings: Settings, sample_index: Path
+) -> None:
+    settings.llm.api_key = SecretStr("configured-llm-key")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with make_client(settings, sample_index):
+            logging.getLogger("tests.redact.app").error("provider echoed configured-llm-key")
+    finally:
+        root.removeHandler(handler)
+
+    assert f"provider echoed {REDACTED}\n" in stream.getvalue()
