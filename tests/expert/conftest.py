@@ -122,18 +122,22 @@ def _handler(web: FakeWeb) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
+        def _send_dripping(self, headers_too: bool) -> None:
+            body = b"slow page text. " * DRIP_CHUNKS
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+            head += b"Content-Length: %d\r\n" % len(body)
+            if headers_too:
+                self._drip(head + b"X-Padding: " + b"p" * len(body) + b"\r\n\r\n" + body)
+            else:
+                self.wfile.write(head + b"\r\n")
+                self._drip(body)
+
         def do_GET(self) -> None:
             web.requests.append(self.path)
             web.hosts.append(self.headers.get("Host", ""))
             parts = urlsplit(self.path)
-            slow_body = b"slow page text. " * DRIP_CHUNKS
-            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-            head += b"Content-Length: %d\r\n" % len(slow_body)
-            if parts.path == "/drip/headers":
-                self._drip(head + b"X-Padding: " + b"p" * len(slow_body) + b"\r\n\r\n" + slow_body)
-            elif parts.path == "/drip/body":
-                self.wfile.write(head + b"\r\n")
-                self._drip(slow_body)
+            if parts.path in ("/drip/headers", "/drip/body"):
+                self._send_dripping(headers_too=parts.path == "/drip/headers")
             elif parts.path == "/search":
                 time.sleep(web.search_delay)
                 query = parse_qs(parts.query)["q"][0]
