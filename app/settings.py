@@ -35,7 +35,26 @@ class LLMSettings(BaseModel):
     summary_model: str = Field("offline", description="cheaper model that folds summaries")
     expert_model: str = Field("offline", description="cheaper model for the expert subagent")
     supports_images: bool = False
-    max_agent_steps: int = Field(8, description="model calls per turn before the turn is cut")
+    max_agent_steps: int = Field(
+        8, ge=1, description="model calls per turn; then the turn ends saying it ran out of steps"
+    )
+    fallback_model: str | None = Field(
+        None,
+        description="model (same forms as `model`) that answers when `model` still fails "
+        "after its retries; unset: no fallback",
+    )
+    max_retries: int = Field(
+        2, ge=0, description="retries of a failed model call (429, 5xx, timeout, lost connection)"
+    )
+    retry_initial_delay_seconds: float = Field(
+        1.0, ge=0, description="backoff before the first retry; doubles with each retry"
+    )
+    retry_max_delay_seconds: float = Field(
+        30.0, ge=0, description="longest wait between retries, a provider's Retry-After included"
+    )
+    tool_max_retries: int = Field(
+        1, ge=0, description="retries of a failing knowledge-base search or expert call"
+    )
 
 
 class KnowledgeSettings(BaseModel):
@@ -237,7 +256,12 @@ class ExpertSettings(BaseModel):
     max_pages: int = Field(3, gt=0, description="fetch_page calls per question")
     max_page_chars: int = Field(6000, gt=0, description="characters of a page the model reads")
     max_facts: int = Field(5, gt=0, description="facts one answer carries at most")
-    fetch_timeout_seconds: float = Field(10.0, gt=0, description="per HTTP request")
+    fetch_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="whole time to fetch one page (connect, headers, body, redirects); "
+        "per read for web search",
+    )
     max_download_bytes: int = Field(2_000_000, gt=0, description="bytes read of one page")
     allow_private_addresses: bool = Field(
         False, description="let fetch_page open loopback and private addresses (tests only)"
