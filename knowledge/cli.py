@@ -86,7 +86,9 @@ def _user_errors(location: str) -> Iterator[None]:
     except EmbedderMismatch as exc:
         _fail(str(exc))
     except UnexpectedResponse as exc:
-        _fail(f"{_where(location)} answered {exc.status_code} {exc.reason_phrase}")
+        refused = exc.status_code in (401, 403)
+        hint = ": check SUPPORTBOT_KNOWLEDGE__QDRANT_API_KEY" if refused else ""
+        _fail(f"{_where(location)} answered {exc.status_code} {exc.reason_phrase}{hint}")
     except ResponseHandlingException as exc:
         _fail(f"cannot reach {_where(location)}: {exc}")
 

@@ -10,7 +10,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -203,6 +205,39 @@ def test_an_unreachable_qdrant_server_is_named(configure: pytest.MonkeyPatch) ->
     configure.setenv("SUPPORTBOT_KNOWLEDGE__QDRANT_URL", url)
     line = one_line_error(run("kb", "stats"))
     assert f"cannot reach the Qdrant server {url}" in line
+
+
+class _RefusingQdrant(BaseHTTPRequestHandler):
+    """A Qdrant server that refuses the API key, as Qdrant does: 401 and a JSON error."""
+
+    def do_GET(self) -> None:
+        body = b'{"status":{"error":"Must provide an API key or an Authorization bearer token"}}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_qdrant_server_that_refuses_the_key_is_named(configure: pytest.MonkeyPatch) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _RefusingQdrant)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        configure.setenv("SUPPORTBOT_KNOWLEDGE__QDRANT_URL", url)
+        configure.setenv("SUPPORTBOT_KNOWLEDGE__QDRANT_API_KEY", "wrong")
+        line = one_line_error(run("kb", "search", "create an invoice"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert line == (
+        f"error: the Qdrant server {url} answered 401 Unauthorized: "
+        "check SUPPORTBOT_KNOWLEDGE__QDRANT_API_KEY"
+    )
 
 
 # ---------------------------------------------------------------- what is ingested
