@@ -80,8 +80,8 @@ def _user_errors(location: str) -> Iterator[None]:
     except StoreInUse as exc:
         _fail(
             f"{exc} (a local store admits one process, e.g. a running `supportbot serve`): "
-            "stop it, ingest through it (POST /v1/admin/kb/ingest), or share a Qdrant server "
-            "(SUPPORTBOT_KNOWLEDGE__QDRANT_URL)"
+            "stop it, ingest through it (POST /v1/admin/kb/ingest with SUPPORTBOT_ADMIN_TOKEN), "
+            "or share a Qdrant server (SUPPORTBOT_KNOWLEDGE__QDRANT_URL)"
         )
     except EmbedderMismatch as exc:
         _fail(str(exc))
@@ -103,7 +103,7 @@ def _open(location: str, opener: Callable[[], KnowledgeBase]) -> KnowledgeBase:
 @contextmanager
 def _knowledge_base() -> Iterator[KnowledgeBase]:
     settings = _settings()
-    _embedder(settings.embedder)
+    _embedder(settings.embedder)  # a bad name as one line; from_settings reuses the instance
     location = settings.qdrant_url or f"local:{settings.qdrant_path}"
     with _user_errors(location):
         kb = _open(location, lambda: KnowledgeBase.from_settings(settings))
@@ -286,6 +286,8 @@ def run_bench(
     if missing:
         found = f"{', '.join(missing)} in {evals_dir.resolve()}"
         _fail(f"no dev conversations {found} (--evals-dir)", 2)
+    if output and not output.resolve().parent.is_dir():
+        _fail(f"no folder {output.resolve().parent} to write --output into", 2)
     settings = _settings()
     chosen = _embedder(embedder)
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as temporary:

@@ -352,3 +352,13 @@ def test_bench_without_the_dev_conversations(configure: pytest.MonkeyPatch, tmp_
         run("kb", "bench", "--kb-dir", str(SAMPLE_KB), "--evals-dir", str(tmp_path)), code=2
     )
     assert f"no dev conversations {', '.join(bench.EVAL_FILES)} in {tmp_path}" in line
+
+
+def test_bench_with_nowhere_to_write_its_figures(
+    configure: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    output = tmp_path / "missing" / "figures.json"
+    line = one_line_error(
+        run("kb", "bench", "--kb-dir", str(SAMPLE_KB), "--output", str(output)), code=2
+    )
+    assert line == f"error: no folder {output.parent} to write --output into"
