@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.settings import SOURCE_ROOT, KnowledgeSettings, get_settings
+from app.settings import SOURCE_ROOT, KnowledgeSettings, Settings, get_settings
 from knowledge import bench
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from knowledge.loaders import SUPPORTED_SUFFIXES
@@ -34,8 +34,8 @@ from knowledge.store import (
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
 console = Console()
 DEFAULT_COLLECTION: str = KnowledgeSettings.model_fields["collection"].default
-# Debian's gnucash-docs package; the evals' gold paths are relative to this folder.
-DEBIAN_MANUALS = Path("/usr/share/doc/gnucash-docs")
+# Where `make eval-data` copies the GnuCash manuals from Debian's gnucash-docs, under the home.
+MANUALS = Path("var") / "manuals"
 DEV_SCENARIOS = SOURCE_ROOT / "evals" / "scenarios"
 
 CollectionOption = Annotated[
@@ -48,9 +48,9 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _settings() -> KnowledgeSettings:
+def _settings() -> Settings:
     try:
-        return get_settings().knowledge
+        return get_settings()
     except ValidationError as exc:
         problems = "; ".join(
             f"SUPPORTBOT_{'__'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
@@ -102,7 +102,7 @@ def _open(location: str, opener: Callable[[], KnowledgeBase]) -> KnowledgeBase:
 
 @contextmanager
 def _knowledge_base() -> Iterator[KnowledgeBase]:
-    settings = _settings()
+    settings = _settings().knowledge
     _embedder(settings.embedder)  # a bad name as one line; from_settings reuses the instance
     location = settings.qdrant_url or f"local:{settings.qdrant_path}"
     with _user_errors(location):
@@ -192,7 +192,7 @@ def ingest_sample() -> None:
     """Ingest the sample knowledge base (SUPPORTBOT_KNOWLEDGE__SAMPLE_PATH) into the default
     collection; skipped when another collection is configured, so that the sample never
     mixes with your own documents."""
-    settings = _settings()
+    settings = _settings().knowledge
     if settings.collection != DEFAULT_COLLECTION:
         typer.echo(
             f"sample knowledge base skipped: the configured collection is "
@@ -261,8 +261,12 @@ def stats(
 @app.command(name="bench")
 def run_bench(
     kb_dir: Annotated[
-        Path, typer.Option(help="the GnuCash manuals, where the gold paths start")
-    ] = DEBIAN_MANUALS,
+        Path | None,
+        typer.Option(
+            help="the GnuCash manuals, where the gold paths start "
+            "[default: var/manuals under SUPPORTBOT_HOME, from `make eval-data`]"
+        ),
+    ] = None,
     evals_dir: Annotated[Path, typer.Option(help="the dev conversations")] = DEV_SCENARIOS,
     embedder: Annotated[str, typer.Option(help="e5 or use")] = DEFAULT_EMBEDDER,
     qdrant_path: Annotated[
@@ -273,10 +277,12 @@ def run_bench(
 ) -> None:
     """Ingest KB_DIR into a local store (time, chunks, peak memory), then score retrieval on
     the dev conversations and the translated questions, dense and hybrid, and time searches."""
+    settings = _settings()
+    kb_dir = kb_dir or settings.home / MANUALS
     if not kb_dir.exists():
         _fail(
-            f"no manuals at {kb_dir.resolve()}: install Debian's gnucash-docs or give the "
-            "folder with --kb-dir",
+            f"no manuals at {kb_dir.resolve()}: run `make eval-data` (copies them from Debian's "
+            "gnucash-docs) or give their folder with --kb-dir, e.g. /usr/share/doc/gnucash-docs",
             2,
         )
     if not kb_dir.is_dir():
@@ -288,7 +294,7 @@ def run_bench(
         _fail(f"no dev conversations {found} (--evals-dir)", 2)
     if output and not output.resolve().parent.is_dir():
         _fail(f"no folder {output.resolve().parent} to write --output into", 2)
-    settings = _settings()
+    knowledge = settings.knowledge
     chosen = _embedder(embedder)
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as temporary:
         store = (qdrant_path or Path(temporary)).resolve()
@@ -300,13 +306,13 @@ def run_bench(
                     store,
                     collection="bench",
                     embedder=chosen,
-                    chunk_tokens=settings.chunk_tokens,
-                    min_chunk_tokens=settings.min_chunk_tokens,
-                    embed_tokens=settings.embed_tokens,
+                    chunk_tokens=knowledge.chunk_tokens,
+                    min_chunk_tokens=knowledge.min_chunk_tokens,
+                    embed_tokens=knowledge.embed_tokens,
                 ),
             )
             try:
-                figures = _bench(kb, kb_dir, len(files), evals_dir, language, settings.top_k)
+                figures = _bench(kb, kb_dir, len(files), evals_dir, language, knowledge.top_k)
             finally:
                 kb.close()
     if output:
