@@ -263,8 +263,8 @@ def run_bench(
     kb_dir: Annotated[
         Path | None,
         typer.Option(
-            help="the GnuCash manuals, where the gold paths start "
-            "[default: var/manuals under SUPPORTBOT_HOME, from `make eval-data`]"
+            help="the GnuCash manuals, where the gold paths start (default: var/manuals "
+            "under SUPPORTBOT_HOME, which `make eval-data` fills)"
         ),
     ] = None,
     evals_dir: Annotated[Path, typer.Option(help="the dev conversations")] = DEV_SCENARIOS,
