@@ -256,7 +256,12 @@ class ExpertSettings(BaseModel):
     max_pages: int = Field(3, gt=0, description="fetch_page calls per question")
     max_page_chars: int = Field(6000, gt=0, description="characters of a page the model reads")
     max_facts: int = Field(5, gt=0, description="facts one answer carries at most")
-    fetch_timeout_seconds: float = Field(10.0, gt=0, description="per HTTP request")
+    fetch_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="whole time to fetch one page (connect, headers, body, redirects); "
+        "per read for web search",
+    )
     max_download_bytes: int = Field(2_000_000, gt=0, description="bytes read of one page")
     allow_private_addresses: bool = Field(
         False, description="let fetch_page open loopback and private addresses (tests only)"

@@ -9,10 +9,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 
 from app.api import admin, conversations, health, telegram, widget
 from app.chat.service import InvalidTurn, TurnFailed
 from app.observability.metrics import exposition
+from app.observability.redact import configured_secrets, install_log_redaction
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
 
@@ -27,12 +29,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Here, not in create_app: uvicorn has set up its log handlers by now.
+        install_log_redaction(configured_secrets(settings))
         app.state.runtime = Runtime.from_settings(settings)
         async with telegram.webhook_bot(app):
             yield
         await app.state.runtime.aclose()
 
-    app = FastAPI(
+    # /docs and /redoc with their assets served by the app: they work with no network.
+    app = FastAPIOffline(
         title="supportbot",
         version="0.1.0",
         description="Customer-support chatbot with cache-aware memory profiles.",
