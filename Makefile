@@ -27,7 +27,7 @@ install: $(STAMP)  ## create .venv and install the project with its dev tools
 
 run: $(STAMP)  ## migrate, ingest the sample knowledge base, serve on http://$(HOST):$(PORT)
 	$(BIN)/supportbot db upgrade
-	$(BIN)/supportbot kb ingest knowledge/sample_kb
+	$(BIN)/supportbot kb ingest-sample
 	$(BIN)/supportbot serve --host $(HOST) --port $(PORT)
 
 chromium:  ## Debian's Chromium for the browser tests (installed with apt when root)

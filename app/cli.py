@@ -23,8 +23,21 @@ def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
     import uvicorn
 
     from app.api.main import create_app
+    from knowledge.store import KnowledgeBase, StoreInUse
 
-    uvicorn.run(create_app(get_settings()), host=host, port=port)
+    settings = get_settings()
+    try:
+        # Opened before uvicorn starts so that a store another process holds is one line, not
+        # a failed start-up; the runtime gets this instance (one per store and process).
+        KnowledgeBase.from_settings(settings.knowledge)
+    except StoreInUse as exc:
+        typer.echo(
+            f"error: {exc}: stop it (a `supportbot kb` command or another `supportbot serve`), "
+            "or share a Qdrant server (SUPPORTBOT_KNOWLEDGE__QDRANT_URL)",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    uvicorn.run(create_app(settings), host=host, port=port)
 
 
 @db_cli.command()

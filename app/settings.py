@@ -2,19 +2,35 @@
 
 Groups: db, llm, knowledge, langfuse, observability, telegram, widget, expert, chat, profiles.
 Every field has an embedded default so the service runs with no configuration at all.
+Relative paths (`var/qdrant`, `sqlite:///./var/supportbot.db`, a sample path) resolve
+against one root, `SUPPORTBOT_HOME` (see `default_home`), never the working directory.
 """
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 from app.agent.memory.profiles import MemoryProfile, default_profiles
 
 Audience = Literal["staff", "client"]
 AUDIENCES: tuple[Audience, ...] = ("staff", "client")
+# The folder holding app/ and knowledge/: a source checkout, or site-packages once installed.
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_home() -> Path:
+    """The root of relative paths when SUPPORTBOT_HOME is unset: the source checkout the code
+    runs from (`make run`, `pip install -e .`), else the user's data folder
+    ($XDG_DATA_HOME/supportbot, by default ~/.local/share/supportbot)."""
+    if (SOURCE_ROOT / "pyproject.toml").is_file():
+        return SOURCE_ROOT
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data) / "supportbot"
 
 
 class DbSettings(BaseModel):
@@ -62,7 +78,10 @@ class KnowledgeSettings(BaseModel):
     qdrant_url: str | None = Field(None, description="Qdrant server; local mode when unset")
     qdrant_api_key: SecretStr | None = None
     collection: str = "kb"
-    sample_path: Path = Path("./knowledge/sample_kb")
+    sample_path: Path = Field(
+        SOURCE_ROOT / "knowledge" / "sample_kb",
+        description="the sample knowledge base `supportbot kb ingest-sample` ingests",
+    )
     top_k: int = Field(4, description="passages one search_knowledge_base call returns")
     passages_per_page: int = Field(
         1, ge=1, description="passages of one page a search returns at most (more pages instead)"
@@ -299,6 +318,16 @@ class ProfilesSettings(BaseModel):
         return self
 
 
+def _sqlite_url_under(home: Path, url: str) -> str:
+    """A SQLite URL whose relative file path is made absolute under `home`; others as given."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return url
+    absolute = home / Path(database).expanduser()  # an absolute path stays what it is
+    return parsed.set(database=str(absolute)).render_as_string(hide_password=False)
+
+
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
@@ -329,6 +358,23 @@ class Settings(BaseSettings):
     expert: ExpertSettings = ExpertSettings()
     profiles: ProfilesSettings = ProfilesSettings()
     admin_token: SecretStr | None = Field(None, description="protects the admin endpoints")
+    home: Path = Field(
+        default_factory=default_home,
+        description="root that relative paths in the settings resolve against; unset: the "
+        "source checkout, or ~/.local/share/supportbot for an installed package",
+    )
+
+    @model_validator(mode="after")
+    def _resolve_relative_paths(self) -> "Settings":
+        self.home = self.home.expanduser().resolve()
+        self.knowledge = self.knowledge.model_copy(
+            update={
+                "qdrant_path": self.home / self.knowledge.qdrant_path.expanduser(),
+                "sample_path": self.home / self.knowledge.sample_path.expanduser(),
+            }
+        )
+        self.db = self.db.model_copy(update={"url": _sqlite_url_under(self.home, self.db.url)})
+        return self
 
 
 @lru_cache(maxsize=1)
