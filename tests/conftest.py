@@ -1,7 +1,6 @@
 """Shared fixtures. No test reaches beyond this machine: sockets to other hosts fail."""
 
 import ipaddress
-import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -18,11 +17,12 @@ from app.db import migrate
 from app.db.engine import make_async_engine
 from app.settings import DbSettings, KnowledgeSettings, Settings
 from knowledge.store import KnowledgeBase
+from tests.pg_server import resolve_admin_url, with_database
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the tests read lives in the repo: these fixtures, the sample knowledge base, evals/.
 FIXTURES = ROOT / "tests" / "fixtures"
-PG_ADMIN_URL = os.environ.get("SUPPORTBOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+PG_ADMIN_URL = resolve_admin_url()
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -70,7 +70,7 @@ def pg_database_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for this test session, dropped at the end."""
     name = f"supportbot_test_{uuid.uuid4().hex[:10]}"
     _admin(f'CREATE DATABASE "{name}"')
-    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    yield with_database(PG_ADMIN_URL, name)
     _admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 

@@ -22,6 +22,7 @@ from app.db.engine import sync_url
 from app.db.models import Turn
 from app.settings import DbSettings, LLMSettings, Settings
 from tests.conftest import PG_ADMIN_URL, _admin, make_client
+from tests.pg_server import with_database
 from tests.test_widget_api import events
 
 QUESTION = "How do I create an invoice?"
@@ -218,7 +219,7 @@ def test_the_offline_model_says_it_cannot_search_when_the_knowledge_base_is_down
 def test_readyz_names_the_database_when_it_is_down(settings: Settings, sample_index: Path) -> None:
     name = f"supportbot_down_{uuid.uuid4().hex[:10]}"
     _admin(f'CREATE DATABASE "{name}"')
-    settings.db = DbSettings(url=PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")
+    settings.db = DbSettings(url=with_database(PG_ADMIN_URL, name))
     try:
         with make_client(settings, sample_index) as client:
             assert client.get("/readyz").status_code == 200
