@@ -4,12 +4,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, make_url
 
 from app.db import migrate
 from app.db.engine import sync_url
 from app.db.models import Base
 from tests.conftest import _admin
+from tests.pg_server import with_database
 
 # The schema the models define: each table's column names.
 MODEL_SCHEMA = {
@@ -47,10 +48,9 @@ def test_sqlite_round_trip(tmp_path: Path) -> None:
 
 @pytest.fixture
 def empty_pg_url(pg_database_url: str) -> Iterator[str]:
-    url = pg_database_url + "_migrations"
-    name = url.rsplit("/", 1)[1]
+    name = f"{make_url(pg_database_url).database}_migrations"
     _admin(f'CREATE DATABASE "{name}"')
-    yield url
+    yield with_database(pg_database_url, name)
     _admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
