@@ -451,16 +451,18 @@ class OfflineChatModel(BaseChatModel):
             return current_release_reply(question) + expert_note
         language = language_of(question)
         relevant = [p for p in passages if self.relevant(question, previous, p)]
-        if not relevant:
-            return not_found_reply(question, suggest=not experts) + expert_note
-        # the best retrieved page in the asker's language (manuals come in several)
-        best = min(relevant, key=lambda p: _page_language(p) not in (language, UNKNOWN_LANGUAGE))
-        see = _SEE_ALSO[language].format(page=best["title"])
-        return f"{self._excerpt(question, best)}\n\n{see}{expert_note}"
+        # retrieval order, pages in the asker's language first (manuals come in several)
+        relevant.sort(key=lambda p: _page_language(p) not in (language, UNKNOWN_LANGUAGE))
+        for passage in relevant:
+            if excerpt := self._excerpt(question, passage):
+                see = _SEE_ALSO[language].format(page=passage["title"])
+                return f"{excerpt}\n\n{see}{expert_note}"
+        return not_found_reply(question, suggest=not experts) + expert_note
 
     def _excerpt(self, question: str, passage: dict[str, Any]) -> str:
         """The passage's steps in order when it has steps that fit the question, else its
-        best-matching sentences in the document's order; menu paths are kept as written."""
+        best-matching sentences in the document's order; menu paths are kept as written.
+        Empty when the passage has nothing to quote (a table, a list of links)."""
         asked = _stems(question)
         blocks = blocks_of(passage["text"])
 
@@ -479,7 +481,7 @@ class OfflineChatModel(BaseChatModel):
             for block in blocks
             if block.kind != "step"
             for sentence in ([block.text] if block.kind == "bullet" else sentences_of(block.text))
-        ] or [("text", passage["text"].strip())]
+        ]
         ranked = sorted(range(len(units)), key=lambda i: fit(units[i][1]), reverse=True)
         best = ranked[: self.answer_sentences]
         fitting = [i for i in best if fit(units[i][1])]
