@@ -5,17 +5,20 @@ It answers like a help desk that works from the documentation:
 - a greeting or a thank-you (English, German, Russian) gets a short reply in kind and no
   search;
 - anything else is searched with `search_knowledge_base`; given this turn's passages it
-  answers from the most relevant one: its numbered steps in order, menu paths
-  (`Business → Customer → New Invoice`) as written, or else its sentences that best match
-  the question. It names that page once, at the end, so the turn's citations are that
-  page (the adapters list citations; the answer carries no "Source:" line of its own);
+  answers from the first relevant one, pages in the asker's language first: its numbered
+  steps in order, menu paths (`Business → Customer → New Invoice`) as written, or else
+  its sentences that best match the question. It names that page once, at the end, so
+  the turn's citations are that page (the adapters list citations; the answer carries no
+  "Source:" line of its own);
 - when no passage is relevant enough it says it did not find this in the documentation
   and suggests rephrasing or asking a person, instead of quoting an unrelated page. A
-  passage is relevant when its retrieval score (carried in the tool's artifact) reaches
-  `min_score` and it shares `min_shared_words` of the question's content words; the
-  defaults are calibrated on the dev scenarios (evals/answers.py, `supportbot eval
-  answers`). Retrievers that give no score (0.0, such as test doubles) are judged by the
-  shared words alone.
+  passage is relevant when its retrieval score (in the tool's artifact) reaches
+  `min_score` and it shares `min_shared_words` of the question's content words (a
+  follow-up's: of the previous user message's). `min_score` is calibrated for the default
+  embedder (e5) on the dev scenarios with `supportbot eval answers` (evals/answers.py);
+  retrievers that give no score (0.0, such as test doubles) are judged by words alone;
+- asked which release is the newest or current, it says the documentation cannot tell
+  (it describes one release) and points to the release notes.
 
 Token usage is counted with the service's tokenizer.
 
@@ -24,7 +27,8 @@ base has nothing fitting; evals give the offline model that shape with two setti
 `searches_per_question` (fewest, most: the question, then reformulations of it, one
 search per model call; the count is drawn per question from `seed`) and
 `ask_expert_below_shared_words` (call `ask_expert`, when bound, if no passage found this
-turn shares that many words with the question). The defaults keep one search, no expert.
+turn shares that many words with the question, or the question asks which release is
+current). The defaults keep one search, no expert.
 """
 
 import hashlib

@@ -168,3 +168,41 @@ def test_the_answer_streams_in_pieces_that_join_to_the_whole() -> None:
     for chunk in chunks[1:]:
         whole += chunk
     assert whole.usage_metadata and whole.usage_metadata["output_tokens"] > 0
+
+
+PAYMENTS = {
+    "text": "Partial payments are possible too. Select the invoice to pay: GnuCash suggests "
+    "the remaining balance as payment amount.",
+    "title": "Process Invoice Payment",
+    "heading": "Business Features > Invoices > Payment",
+    "source": "help/payment.html",
+    "score": 0.85,
+}
+
+
+def test_a_follow_up_is_answered_from_a_page_on_the_previous_messages_topic() -> None:
+    bound = OfflineChatModel().bind_tools([search_knowledge_base])
+    messages: list[BaseMessage] = [
+        HumanMessage("Ann: How do I record the payment of an invoice?"),
+        AIMessage("Use Process Payment."),
+        HumanMessage("Ann: what if they only sent half of it?"),
+    ]
+    call = bound.invoke(messages)
+    assert isinstance(call, AIMessage) and call.tool_calls
+    messages += [
+        call,
+        ToolMessage(
+            "…", tool_call_id=call.tool_calls[0]["id"], name=SEARCH_TOOL, artifact=[PAYMENTS]
+        ),
+    ]
+
+    assert bound.invoke(messages).text.startswith("Partial payments are possible too.")
+    # asked on its own, the page shares no word with the question
+    assert turn("what if they only sent half of it?", [PAYMENTS])[1].startswith(NOT_FOUND)
+
+
+def test_asked_for_the_newest_release_it_says_the_documentation_cannot_tell() -> None:
+    _, answer = turn("is there a newer GnuCash than our 4.x? should we upgrade?", [TAX_FACTS])
+
+    assert answer.startswith(NOT_FOUND) and "release notes" in answer
+    assert "tax" not in answer.lower()
