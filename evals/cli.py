@@ -1,5 +1,9 @@
-"""`supportbot eval …`: play a scenario under memory profiles and report cost and quality."""
+"""`supportbot eval …`: play a scenario under memory profiles and report cost and quality,
+or once to score how the answers read."""
 
+import json
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -11,12 +15,16 @@ from rich.table import Table
 from app.agent.memory.profiles import default_profiles
 from app.observability.simulator import RULES
 from app.settings import get_settings
-from evals.harness import EvalConfig, evaluate, open_knowledge
+from evals.answers import answer_figures, play_scenario, says_not_found
+from evals.harness import EvalConfig, chat_model, evaluate, open_knowledge
+from evals.metrics import TurnRow
 from evals.report import table_cells
 from evals.scenario import load_scenario
 from knowledge.store import discover_files
 
-app = typer.Typer(help="Evals: memory profiles on recorded conversations.", no_args_is_help=True)
+app = typer.Typer(
+    help="Evals: memory profiles and answers on recorded conversations.", no_args_is_help=True
+)
 console = Console()
 DEFAULT_PROFILES = "baseline,clearing,trim+clear,summary+clear,hybrid,client"
 
@@ -106,7 +114,7 @@ def run(
         bar.update(task, visible=False)
         try:
             playing = bar.add_task(f"playing {scenario.name}", total=turns)
-            result = evaluate(settings, config, knowledge, on_turn=lambda: bar.advance(playing))
+            result = evaluate(settings, config, knowledge, on_turn=partial(bar.advance, playing))
         finally:
             knowledge.close()
     if report:
@@ -120,3 +128,95 @@ def run(
         table.add_row(*cells)
     console.print(table)
     console.print("wrote " + ", ".join(str(path) for path in result.files))
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+@app.command()
+def answers(
+    scenario: Annotated[
+        list[Path], typer.Option(help="scenario YAML; repeat the option for several")
+    ],
+    kb: Annotated[
+        Path | None,
+        typer.Option(help="folder ingested into the eval collection (gold paths are relative)"),
+    ] = None,
+    cache_dir: Annotated[Path, typer.Option(help="the eval index lives here")] = Path(
+        "./var/evals"
+    ),
+    searches: Annotated[
+        str, typer.Option(help="offline model: fewest-most searches per user message")
+    ] = "1",
+    out: Annotated[
+        Path | None, typer.Option(help="write every turn's answer and scores to this JSON file")
+    ] = None,
+) -> None:
+    """Play each SCENARIO once with the configured model (offline by default, in the
+    service's shape) and score how its answers read; see evals/answers.py."""
+    settings = get_settings()
+    configs = [
+        EvalConfig(
+            scenario=path,
+            profiles=[],
+            out=cache_dir,
+            kb=kb,
+            cache_dir=cache_dir,
+            searches_per_question=_search_range(searches),
+            ask_expert_below_shared_words=0,
+        )
+        for path in scenario
+    ]
+    played: list[tuple[str, list[TurnRow]]] = []
+    with _progress() as bar:
+        files = len(discover_files(kb.resolve())) if kb else 0
+        task = bar.add_task(f"indexing {kb}", total=files)
+        knowledge, _ = open_knowledge(settings, configs[0], lambda _: bar.advance(task))
+        bar.update(task, visible=False)
+        try:
+            for config in configs:
+                playing = bar.add_task(
+                    f"playing {config.scenario.name}",
+                    total=load_scenario(config.scenario).turn_count,
+                )
+                model = chat_model(settings, config, repeat=0)
+                found, rows = play_scenario(
+                    settings, config, knowledge, model, on_turn=partial(bar.advance, playing)
+                )
+                played.append((found.name, rows))
+        finally:
+            knowledge.close()
+    figures = [answer_figures(name, rows) for name, rows in played]
+    if len(played) > 1:
+        figures.append(answer_figures("all", [row for _, rows in played for row in rows]))
+    table = Table(
+        "scenario",
+        "turns",
+        'unanswerable told "not in the docs"',
+        "answerable refused",
+        "fact coverage",
+        "greetings without a search",
+        "mean answer words",
+        title="answers",
+    )
+    for f in figures:
+        table.add_row(
+            f.scenario,
+            str(f.turns),
+            f"{_percent(f.unanswerable_told_not_found)} of {f.unanswerable}",
+            f"{_percent(f.answerable_refused)} of {f.answerable}",
+            _percent(f.fact_coverage),
+            f"{_percent(f.smalltalk_without_search)} of {f.smalltalk}",
+            f"{f.mean_answer_words:.0f}",
+        )
+    console.print(table)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        turns = [
+            {"scenario": name, "says_not_found": says_not_found(row.answer), **asdict(row)}
+            for name, rows in played
+            for row in rows
+        ]
+        out.write_text(json.dumps(turns, indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"wrote {out}")

@@ -1,0 +1,208 @@
+"""How the offline model's answers read: greetings, steps with menu paths, one page named,
+and "not in the documentation" when nothing retrieved is relevant enough."""
+
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.tools import tool
+
+from app.agent.offline import NOT_FOUND, SEARCH_TOOL, OfflineChatModel
+
+INVOICE_STEPS = {
+    "text": "To send an invoice to a customer you must first create one.\n\n"
+    "Create the invoice like this:\n\n"
+    "1. Open **Business → Customer → New Invoice**.\n"
+    "2. Pick the customer and the date opened.\n"
+    "3. Click **OK**: the Edit Invoice window opens.\n"
+    "4. Add the line items, then press **Post** .\n\n"
+    "> Note:\n>\n> An invoice that is not posted can still be edited.",
+    "title": "Invoices",
+    "heading": "Business Features > Invoices > New",
+    "source": "help/invoices.html",
+    "score": 0.9,
+}
+USER_ROLES = {
+    "text": "An administrator can invite users and give each one a role. Owners manage "
+    "billing; accountants see every report; viewers only read.",
+    "title": "Users and roles",
+    "heading": "Users and roles",
+    "source": "help/users.html",
+    "score": 0.86,
+}
+TAX_FACTS = {
+    "text": "Sales tax tables hold the rates GnuCash applies to invoices. Each entry has a "
+    "type, Percent % or Value $, and the liability account the tax is posted to. A "
+    "customer can have a default tax table. Bills use the same tables.",
+    "title": "Sales Tax Tables",
+    "heading": "Business Setup > Sales Tax Tables",
+    "source": "help/tax-tables.html",
+    "score": 0.88,
+}
+
+
+@tool(SEARCH_TOOL)
+def search_knowledge_base(query: str) -> str:
+    """Search the help center."""
+    return query
+
+
+def turn(
+    question: str, passages: list[dict[str, object]], model: OfflineChatModel | None = None
+) -> tuple[list[str], str]:
+    """The searches the model makes for `question` (each answered with `passages`), then
+    its answer."""
+    bound = (model or OfflineChatModel()).bind_tools([search_knowledge_base])
+    messages: list[BaseMessage] = [HumanMessage(f"Ann: {question}")]
+    searched = []
+    for _ in range(4):
+        reply = bound.invoke(messages)
+        assert isinstance(reply, AIMessage)
+        if not reply.tool_calls:
+            return searched, reply.text
+        call = reply.tool_calls[0]
+        searched.append(call["args"]["query"])
+        messages += [
+            reply,
+            ToolMessage("…", tool_call_id=call["id"], name=SEARCH_TOOL, artifact=passages),
+        ]
+    raise AssertionError("the model never answered")
+
+
+def test_numbered_steps_are_kept_in_order_with_their_menu_path() -> None:
+    searched, answer = turn("How do I create an invoice for a customer?", [INVOICE_STEPS])
+
+    assert searched == ["How do I create an invoice for a customer?"]
+    assert answer.splitlines()[:5] == [
+        "Create the invoice like this:",
+        "1. Open Business → Customer → New Invoice.",
+        "2. Pick the customer and the date opened.",
+        "3. Click OK: the Edit Invoice window opens.",
+        "4. Add the line items, then press Post.",
+    ]
+
+
+def test_the_answer_names_one_page_and_has_no_source_line_of_its_own() -> None:
+    _, answer = turn("How do I create an invoice?", [INVOICE_STEPS, TAX_FACTS])
+
+    assert "Source" not in answer
+    assert answer.count("“Invoices”") == 1 and "Sales Tax Tables" not in answer
+    assert answer.endswith("Details: “Invoices”.")
+
+
+def test_without_steps_it_quotes_the_best_matching_sentences_in_order() -> None:
+    model = OfflineChatModel(answer_sentences=2)
+    _, answer = turn("Which liability account is the sales tax posted to?", [TAX_FACTS], model)
+
+    first = answer.split("\n\n")[0]
+    assert first == (
+        "Sales tax tables hold the rates GnuCash applies to invoices. Each entry has a "
+        "type, Percent % or Value $, and the liability account the tax is posted to."
+    )
+
+
+def test_an_unrelated_page_is_not_quoted_the_documentation_is_said_to_lack_it() -> None:
+    _, answer = turn("What will the weather be like in Berlin tomorrow?", [USER_ROLES])
+
+    assert answer.startswith(NOT_FOUND)
+    assert "rephrase" in answer and "person" in answer
+    assert "administrator" not in answer and "Users and roles" not in answer
+
+
+def test_a_retrieval_score_below_the_threshold_is_not_relevant_even_with_shared_words() -> None:
+    question = "Which role do users need to see a report?"
+    weak = {**USER_ROLES, "score": OfflineChatModel().min_score - 0.01}
+
+    assert turn(question, [weak])[1].startswith(NOT_FOUND)
+    assert "viewers only read" in turn(question, [USER_ROLES])[1]
+    unscored = {**USER_ROLES, "score": 0.0}  # a retriever that gives no score
+    assert "viewers only read" in turn(question, [unscored])[1]
+
+
+def test_not_found_is_said_in_the_askers_language() -> None:
+    assert turn("Wie wird das Wetter morgen in Berlin?", [USER_ROLES])[1].startswith(
+        "Dazu habe ich in der Dokumentation nichts gefunden."
+    )
+    assert turn("Какая завтра погода в Берлине?", [])[1].startswith(
+        "Я не нашёл этого в документации."
+    )
+
+
+def test_a_greeting_gets_a_short_greeting_and_no_search() -> None:
+    for greeting, reply in [
+        ("Hi all 👋 is this the help bot Mark was talking about?", "Hello!"),
+        ("Guten Morgen zusammen!", "Hallo!"),
+        ("Привет!", "Здравствуйте!"),
+        ("thanks, super helpful 🙏", "You're welcome!"),
+    ]:
+        searched, answer = turn(greeting, [INVOICE_STEPS])
+        assert searched == [] and answer.startswith(reply), greeting
+        assert len(answer.split()) <= 20
+
+
+def test_a_greeting_with_a_question_is_a_question() -> None:
+    searched, answer = turn("Hi! How do I create an invoice?", [INVOICE_STEPS])
+
+    assert searched == ["Hi! How do I create an invoice?"]
+    assert "1. Open Business → Customer → New Invoice." in answer
+
+
+def test_the_answer_streams_in_pieces_that_join_to_the_whole() -> None:
+    call = AIMessage(
+        "", tool_calls=[{"name": SEARCH_TOOL, "args": {"query": "invoice"}, "id": "c1"}]
+    )
+    messages: list[BaseMessage] = [
+        HumanMessage("Ann: How do I create an invoice?"),
+        call,
+        ToolMessage("…", tool_call_id="c1", name=SEARCH_TOOL, artifact=[INVOICE_STEPS]),
+    ]
+    model = OfflineChatModel()
+    chunks = list(model.bind_tools([search_knowledge_base]).stream(messages))
+
+    assert len(chunks) > 5 and all(isinstance(c, AIMessageChunk) for c in chunks)
+    assert "".join(str(c.content) for c in chunks) == model.invoke(messages).text
+    whole = chunks[0]
+    for chunk in chunks[1:]:
+        whole += chunk
+    assert whole.usage_metadata and whole.usage_metadata["output_tokens"] > 0
+
+
+PAYMENTS = {
+    "text": "Partial payments are possible too. Select the invoice to pay: GnuCash suggests "
+    "the remaining balance as payment amount.",
+    "title": "Process Invoice Payment",
+    "heading": "Business Features > Invoices > Payment",
+    "source": "help/payment.html",
+    "score": 0.85,
+}
+
+
+def test_a_follow_up_is_answered_from_a_page_on_the_previous_messages_topic() -> None:
+    bound = OfflineChatModel().bind_tools([search_knowledge_base])
+    messages: list[BaseMessage] = [
+        HumanMessage("Ann: How do I record the payment of an invoice?"),
+        AIMessage("Use Process Payment."),
+        HumanMessage("Ann: what if they only sent half of it?"),
+    ]
+    call = bound.invoke(messages)
+    assert isinstance(call, AIMessage) and call.tool_calls
+    messages += [
+        call,
+        ToolMessage(
+            "…", tool_call_id=call.tool_calls[0]["id"], name=SEARCH_TOOL, artifact=[PAYMENTS]
+        ),
+    ]
+
+    assert bound.invoke(messages).text.startswith("Partial payments are possible too.")
+    # asked on its own, the page shares no word with the question
+    assert turn("what if they only sent half of it?", [PAYMENTS])[1].startswith(NOT_FOUND)
+
+
+def test_asked_for_the_newest_release_it_says_the_documentation_cannot_tell() -> None:
+    _, answer = turn("is there a newer GnuCash than our 4.x? should we upgrade?", [TAX_FACTS])
+
+    assert answer.startswith(NOT_FOUND) and "release notes" in answer
+    assert "tax" not in answer.lower()
