@@ -28,6 +28,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.runtime = Runtime.from_settings(settings)
+        await app.state.runtime.start()
         async with telegram.webhook_bot(app):
             yield
         await app.state.runtime.aclose()
@@ -69,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(TurnFailed)
     async def turn_failed(_: Request, exc: TurnFailed) -> JSONResponse:
         return JSONResponse(
-            {"detail": conversations.TURN_FAILED},
+            {"detail": exc.detail},
             status_code=status.HTTP_502_BAD_GATEWAY,
         )
 
