@@ -14,7 +14,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from app.agent.memory.recall import ConversationArchive
 from app.agent.memory.state import MemoryContext
-from app.chat.store import BegunTurn, HeldConversation, TurnStore, error_text
+from app.chat.store import BegunTurn, HeldConversation, TurnStore
 from app.chat.types import (
     FAILED_KEPT,
     INTERRUPTED_KEPT,
@@ -37,6 +37,7 @@ from app.db import queries
 from app.db.models import Conversation, Feedback, Message, Turn
 from app.observability import metrics
 from app.observability.calls import LLMCallCollector
+from app.observability.redact import configured_secrets, redact_secrets
 from app.observability.simulator import PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.observability.usage import TokenUsage
@@ -114,6 +115,12 @@ class ChatService:
         self._simulator = simulator
         self._clock = clock
         self._running: set[asyncio.Task[None]] = set()
+        self._secrets = configured_secrets(settings)
+
+    def _describe(self, error: BaseException) -> str:
+        """A failure as `turns.error` stores it and the log shows it: providers echo
+        keys and tokens in their errors, so those are scrubbed."""
+        return redact_secrets(f"{type(error).__name__}: {error}", self._secrets)
 
     def validate(self, request: TurnRequest) -> None:
         text = request.text.strip()
@@ -180,7 +187,7 @@ class ChatService:
             emit(refused)
         except BaseException as error:
             if begun is None:  # otherwise `_answer` told the caller already
-                log.error("turn of %s not stored: %s", key, error_text(error))
+                log.error("turn of %s not stored: %s", key, self._describe(error))
                 emit(TurnError(key, None, "failed", False, NOT_KEPT))
             if not isinstance(error, Exception):
                 raise
@@ -214,13 +221,18 @@ class ChatService:
         except BaseException as error:
             interrupted = deadline.expired() or not isinstance(error, Exception)
             status: TurnStatus = "interrupted" if interrupted else "failed"
-            stored_error = error_text(error)
+            stored_error = self._describe(error)
             log.error("turn %s of %s %s: %s", turn.number, conversation.key, status, stored_error)
             log.debug("turn %s of %s failed here", turn.number, conversation.key, exc_info=error)
             try:
                 await self._store.fail(held, begun, collector.calls, status, stored_error)
             except Exception as unstored:  # the next turn or a restart closes it
-                log.error("turn %s of %s left running: %s", turn.number, conversation.key, unstored)
+                log.error(
+                    "turn %s of %s left running: %s",
+                    turn.number,
+                    conversation.key,
+                    self._describe(unstored),
+                )
             self._count(status, request.channel)
             detail = INTERRUPTED_KEPT if interrupted else FAILED_KEPT
             emit(TurnError(conversation.key, turn.number, status, True, detail))

@@ -44,11 +44,6 @@ def advisory_key(conversation_key: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def error_text(error: BaseException) -> str:
-    """How a failure is stored in `turns.error` and logged."""
-    return f"{type(error).__name__}: {error}"
-
-
 class _SerialSession(AsyncSession):
     """A session on a connection that one turn's steps share (its tools may run at once):
     entering waits for the connection to be free."""
