@@ -173,8 +173,11 @@ class ChatService:
                 return
 
     async def _run_turn(self, request: TurnRequest, emit: Emit, tokens: bool) -> None:
+        """The turn's task. It is ours alone: a cancel (shutdown) is handled here, the
+        turn ending `interrupted`, rather than passed on."""
         key = request.conversation_key
         begun: BegunTurn | None = None
+        outcome: TurnDone | TurnError | None = None
         try:
             async with self._store.hold(key) as held:
                 profile = self._settings.profiles.by_audience[request.audience]
@@ -182,33 +185,35 @@ class ChatService:
                 emit(TurnStarted(key, begun.turn.number))
                 for _ in range(begun.orphans_closed):
                     self._count("interrupted", request.channel)
-                await self._answer(held, begun, request, emit, tokens)
+                outcome = await self._answer(held, begun, request, emit if tokens else None)
         except InvalidTurn as refused:
             emit(refused)
-        except BaseException as error:
-            if begun is None:  # otherwise `_answer` told the caller already
+            return
+        except (Exception, asyncio.CancelledError) as error:
+            if begun is None:
                 log.error("turn of %s not stored: %s", key, self._describe(error))
-                emit(TurnError(key, None, "failed", False, NOT_KEPT))
-            if not isinstance(error, Exception):
-                raise
+                outcome = TurnError(key, None, "failed", False, NOT_KEPT)
+            else:  # the outcome is stored; giving the connection back failed
+                log.error("turn of %s: after its end: %s", key, self._describe(error))
+        assert outcome is not None
+        emit(outcome)  # after the connection is back: the next turn can start at once
 
     async def _answer(
         self,
         held: HeldConversation,
         begun: BegunTurn,
         request: TurnRequest,
-        emit: Emit,
-        tokens: bool,
-    ) -> None:
+        emit_token: Emit | None,
+    ) -> TurnDone | TurnError:
         """Run the agent and store its outcome; any failure ends the turn `failed`, the
-        deadline or a shutdown `interrupted`, and the caller is told either way."""
+        deadline or a shutdown `interrupted`."""
         started = time.perf_counter()
         conversation, turn = begun.conversation, begun.turn
         collector = LLMCallCollector(
             conversation.profile, self._settings.observability, self._simulator, self._clock
         )
         deadline = asyncio.timeout(self._settings.chat.turn_timeout_seconds)
-        on_token = (lambda text: emit(TurnToken(text))) if tokens else None
+        on_token = (lambda text: emit_token(TurnToken(text))) if emit_token else None
         try:
             async with deadline:
                 result = await self._run_agent(held, begun, request, collector, on_token)
@@ -218,8 +223,8 @@ class ChatService:
             await self._store.finish(
                 held, begun, new_messages, result.get("memory"), collector.calls
             )
-        except BaseException as error:
-            interrupted = deadline.expired() or not isinstance(error, Exception)
+        except (Exception, asyncio.CancelledError) as error:
+            interrupted = deadline.expired() or isinstance(error, asyncio.CancelledError)
             status: TurnStatus = "interrupted" if interrupted else "failed"
             stored_error = self._describe(error)
             log.error("turn %s of %s %s: %s", turn.number, conversation.key, status, stored_error)
@@ -235,10 +240,7 @@ class ChatService:
                 )
             self._count(status, request.channel)
             detail = INTERRUPTED_KEPT if interrupted else FAILED_KEPT
-            emit(TurnError(conversation.key, turn.number, status, True, detail))
-            if not isinstance(error, Exception):
-                raise
-            return
+            return TurnError(conversation.key, turn.number, status, True, detail)
         self._count("ok", request.channel)
         if self._settings.observability.metrics_enabled:
             metrics.observe_turn(
@@ -246,7 +248,7 @@ class ChatService:
                 channel=request.channel,
                 seconds=time.perf_counter() - started,
             )
-        emit(TurnDone(reply_of(begun, new_messages, TurnUsage.of(collector.calls))))
+        return TurnDone(reply_of(begun, new_messages, TurnUsage.of(collector.calls)))
 
     async def _run_agent(
         self,
