@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,32 +45,28 @@ def advisory_key(conversation_key: str) -> int:
 
 
 class _SerialSession(AsyncSession):
-    """A session on a connection that one turn's steps share (its tools may run at once):
-    entering waits for the connection to be free."""
+    """A session that first takes its locks, in order, and holds them until it closes:
+    the lock of a connection one turn's steps share (its tools may run at once) and, on
+    SQLite, the process's write lock, which queues writers first come, first served
+    (SQLite's own busy wait is no queue: under load one writer can starve)."""
 
-    def __init__(self, *args: Any, connection_lock: asyncio.Lock, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, serial: Sequence[asyncio.Lock], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._connection_lock = connection_lock
+        self._serial = serial
+        self._held = AsyncExitStack()
 
     async def __aenter__(self) -> "_SerialSession":
-        await self._connection_lock.acquire()
+        async with AsyncExitStack() as taking:
+            for lock in self._serial:
+                await taking.enter_async_context(lock)
+            self._held = taking.pop_all()
         return self
 
     async def __aexit__(self, type_: Any, value: Any, traceback: Any) -> None:
         try:
             await super().__aexit__(type_, value, traceback)
         finally:
-            self._connection_lock.release()
-
-
-def _sessions_on(connection: AsyncConnection, **kwargs: Any) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(
-        bind=connection,
-        class_=_SerialSession,
-        expire_on_commit=False,
-        connection_lock=asyncio.Lock(),
-        **kwargs,
-    )
+            await self._held.aclose()
 
 
 @dataclass(frozen=True)
@@ -103,10 +99,24 @@ class TurnStore:
         self._bind = bind
         self._local: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
         self._slots = asyncio.Semaphore(turn_slots) if turn_slots else None
+        self._writes = (asyncio.Lock(),) if bind.dialect.name == "sqlite" else ()
         if isinstance(bind, AsyncConnection):
-            self.sessions = _sessions_on(bind, join_transaction_mode="create_savepoint")
+            self.sessions = self._sessions_on(bind, join_transaction_mode="create_savepoint")
         else:
-            self.sessions = async_sessionmaker(bind, expire_on_commit=False)
+            self.sessions = async_sessionmaker(
+                bind, class_=_SerialSession, serial=self._writes, expire_on_commit=False
+            )
+
+    def _sessions_on(
+        self, connection: AsyncConnection, **kwargs: Any
+    ) -> async_sessionmaker[AsyncSession]:
+        return async_sessionmaker(
+            bind=connection,
+            class_=_SerialSession,
+            serial=(asyncio.Lock(), *self._writes),
+            expire_on_commit=False,
+            **kwargs,
+        )
 
     @classmethod
     def for_engine(cls, engine: AsyncEngine, db: DbSettings) -> "TurnStore":
@@ -134,7 +144,7 @@ class TurnStore:
                 await self._advisory(connection, "pg_advisory_lock", conversation_key)
                 await connection.commit()  # a session-level lock outlives this transaction
                 try:
-                    yield HeldConversation(conversation_key, _sessions_on(connection))
+                    yield HeldConversation(conversation_key, self._sessions_on(connection))
                 finally:
                     await self._release(connection, conversation_key)
 

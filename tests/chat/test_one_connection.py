@@ -4,7 +4,6 @@ one conversation's turns one at a time: tests/test_scaling.py.)"""
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from langchain_core.messages import AIMessage
@@ -47,16 +46,11 @@ async def user_messages(engine: AsyncEngine, prefix: str) -> int:
         return count or 0
 
 
-@pytest.fixture
-async def small_pool(pg_database_url: str, pg_engine: AsyncEngine) -> AsyncIterator[DbSettings]:
-    """pg_engine has migrated the database; a pool of 5 connections and no overflow, with a
-    short wait so that a pool that runs dry fails the test quickly."""
-    yield DbSettings(url=pg_database_url, pool_size=5, max_overflow=0, pool_timeout=5)
-
-
 async def test_twenty_conversations_on_a_pool_of_five_are_all_answered(
-    settings: Settings, small_pool: DbSettings, pg_engine: AsyncEngine
+    settings: Settings, own_pg_url: str
 ) -> None:
+    # No overflow, and a short wait, so that a pool that runs dry fails the test quickly.
+    small_pool = DbSettings(url=own_pg_url, pool_size=5, max_overflow=0, pool_timeout=5)
     engine = make_async_engine(small_pool)
     agents = agent_factory(settings, SlowModel(), KeywordRetriever(ARTICLES))
     service = ChatService(settings, TurnStore.for_engine(engine, small_pool), agents)
@@ -72,16 +66,16 @@ async def test_twenty_conversations_on_a_pool_of_five_are_all_answered(
     try:
         answered = await asyncio.gather(*(converse(n) for n in range(20)))
         assert engine.pool.checkedout() == 0  # every turn gave its connection back
+        assert await turn_statuses(engine, prefix) == {"ok": 40}
+        assert await user_messages(engine, prefix) == 40
     finally:
         await engine.dispose()
 
     assert answered == [[1, 2]] * 20
-    assert await turn_statuses(pg_engine, prefix) == {"ok": 40}
-    assert await user_messages(pg_engine, prefix) == 40
 
 
 async def test_recall_reads_through_the_turns_own_connection(
-    settings: Settings, pg_database_url: str, pg_engine: AsyncEngine
+    settings: Settings, own_pg_url: str
 ) -> None:
     """One connection in the pool and one turn slot: were the recall tool to open a second
     connection, it would wait for the pool and the turn would fail; its two calls in one
@@ -91,9 +85,7 @@ async def test_recall_reads_through_the_turns_own_connection(
         by_audience={"client": "clearing", "staff": "clearing"},
         definitions={"clearing": clearing},
     )
-    engine = create_async_engine(
-        async_url(pg_database_url), pool_size=1, max_overflow=0, pool_timeout=2
-    )
+    engine = create_async_engine(async_url(own_pg_url), pool_size=1, max_overflow=0, pool_timeout=2)
     model = TwoRecallsModel()
     service = ChatService(
         settings,
@@ -112,4 +104,3 @@ async def test_recall_reads_through_the_turns_own_connection(
     assert [call["name"] for call in step.tool_calls] == ["recall_history"] * 2
     first, second = reply.text.split("\n---\n")
     assert first == second and "Sales → Invoices → New invoice" in first
-    assert await turn_statuses(pg_engine, key) == {"ok": 3}

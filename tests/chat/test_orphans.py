@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
 
 from app.chat.context import UNANSWERED_NOTE
@@ -15,7 +14,7 @@ from app.chat.service import ChatService
 from app.chat.store import ORPHANED, TurnStore
 from app.chat.types import TurnRequest
 from app.db import migrate
-from app.db.engine import make_async_engine, make_session_factory, sync_url
+from app.db.engine import make_async_engine, sync_url
 from app.db.models import Conversation, Message, Turn
 from app.runtime import agent_factory
 from app.settings import DbSettings, Settings
@@ -67,16 +66,16 @@ def test_the_app_closes_turns_left_running_at_start_up(
 
 @pytest.mark.postgres
 async def test_a_turn_a_live_replica_holds_is_left_alone(
-    settings: Settings, pg_database_url: str, pg_engine: AsyncEngine
+    settings: Settings, own_pg_url: str
 ) -> None:
     run = time.time_ns()
     held, left = f"orphans:{run}:held", f"orphans:{run}:left"
-    sync = create_engine(sync_url(pg_database_url))
+    sync = create_engine(sync_url(own_pg_url))
     with Session(sync) as session:
         left_running(session, held)
         left_running(session, left)
         session.commit()
-    db = DbSettings(url=pg_database_url, pool_size=2, max_overflow=0)
+    db = DbSettings(url=own_pg_url, pool_size=2, max_overflow=0)
     live_engine, starting_engine = make_async_engine(db), make_async_engine(db)
     live = TurnStore.for_engine(live_engine, db)
     try:
@@ -100,9 +99,9 @@ async def test_a_turn_a_live_replica_holds_is_left_alone(
         await starting_engine.dispose()
 
     assert before == {held: "running", left: "interrupted"}
-    async with make_session_factory(pg_engine)() as session:
+    with Session(sync) as session:
         statuses = list(
-            await session.scalars(
+            session.scalars(
                 select(Turn.status)
                 .join(Conversation, Conversation.id == Turn.conversation_id)
                 .where(Conversation.key == held)
