@@ -10,7 +10,7 @@ from pydantic import SecretStr
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
-from app.chat.types import FAILED_KEPT
+from app.chat.types import FAILED_KEPT, NOT_KEPT
 from app.db import migrate
 from app.db.engine import sync_url
 from app.db.models import Turn
@@ -72,6 +72,22 @@ def test_a_database_failure_after_the_message_is_stored_answers_502(
         assert turns_counted(client, "failed", "api") == failed_before + 1
     assert [m["content"] for m in history["messages"]] == [ASK["text"]]
     assert statuses(settings) == ["failed"]
+
+
+def test_a_message_that_could_not_be_stored_says_so(settings: Settings, sample_index: Path) -> None:
+    migrate.upgrade(settings.db.url)
+    execute(
+        settings,
+        """CREATE TRIGGER refuse_questions BEFORE INSERT ON messages WHEN NEW.role = 'user'
+           BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END""",
+    )
+    with make_client(settings, sample_index) as client:
+        response = client.post("/v1/conversations/lost/messages", json=ASK)
+        streamed = client.post("/v1/conversations/lost/messages/stream", json=ASK)
+        history = client.get("/v1/conversations/lost")
+    assert (response.status_code, response.json()) == (502, {"detail": NOT_KEPT})
+    assert events(streamed.text) == [("error", {"detail": NOT_KEPT, "message_kept": False})]
+    assert history.status_code == 404 and statuses(settings) == []  # rolled back whole
 
 
 def test_an_unexpected_provider_error_arrives_as_an_error_event(
