@@ -1,24 +1,17 @@
 """ChatService: one turn end to end, the same for every adapter (see DESIGN.md).
 
-This module orchestrates: app/chat/store.py keeps the turn in the database (and the
+This module is what adapters call: a turn's events, and the conversation's other doings.
+app/chat/turn.py runs one turn, app/chat/store.py keeps it in the database (and holds the
 conversation's lock), app/chat/types.py names what goes in and comes out."""
 
 import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
-from langchain_core.messages import AIMessageChunk, BaseMessage, ToolMessage
-from langchain_core.runnables import Runnable, RunnableConfig
-
-from app.agent.memory.recall import ConversationArchive
-from app.agent.memory.state import MemoryContext
-from app.chat.store import BegunTurn, HeldConversation, TurnStore
+from app.chat.store import TurnStore
+from app.chat.turn import AgentForProfile, TurnRunner
 from app.chat.types import (
-    FAILED_KEPT,
-    INTERRUPTED_KEPT,
-    NOT_KEPT,
     InvalidTurn,
     TurnDone,
     TurnError,
@@ -26,73 +19,15 @@ from app.chat.types import (
     TurnFailed,
     TurnReply,
     TurnRequest,
-    TurnStarted,
-    TurnStatus,
-    TurnToken,
-    TurnUsage,
     UnknownProfile,
-    citations_of,
 )
 from app.db import queries
 from app.db.models import Conversation, Feedback, Message, Turn
-from app.observability import metrics
-from app.observability.calls import LLMCallCollector
-from app.observability.redact import configured_secrets, redact_secrets
 from app.observability.simulator import PrefixCacheSimulator
 from app.observability.tracing import Tracer
-from app.observability.usage import TokenUsage
 from app.settings import AUDIENCES, Settings
 
 log = logging.getLogger(__name__)
-
-AgentForProfile = Callable[[str], Runnable[Any, Any]]
-OnToken = Callable[[str], None]
-Emit = Callable[[TurnEvent | InvalidTurn], None]
-
-
-async def run_agent(
-    agent: Runnable[Any, Any],
-    working: dict[str, Any],
-    config: RunnableConfig,
-    context: MemoryContext,
-    on_token: OnToken | None,
-) -> dict[str, Any]:
-    """The agent's final state; with `on_token`, streamed, passing on the text the main
-    model writes (not the summarizer's, nor tool-call arguments)."""
-    if on_token is None:
-        result: dict[str, Any] = await agent.ainvoke(working, config=config, context=context)
-        return result
-    final: dict[str, Any] = {}
-    async for mode, chunk in agent.astream(
-        working, config=config, context=context, stream_mode=["messages", "values"]
-    ):
-        if mode == "values":
-            final = chunk
-            continue
-        message, metadata = chunk
-        from_main_model = metadata.get("langgraph_node") == "model"
-        if from_main_model and isinstance(message, AIMessageChunk) and message.text:
-            on_token(message.text)
-    return final
-
-
-def reply_of(begun: BegunTurn, new_messages: list[BaseMessage], usage: TurnUsage) -> TurnReply:
-    answer = new_messages[-1].text if new_messages else ""
-    passages = (
-        passage
-        for m in new_messages
-        if isinstance(m, ToolMessage) and isinstance(m.artifact, list)
-        for passage in m.artifact
-    )
-    conversation = begun.conversation
-    return TurnReply(
-        conversation_key=conversation.key,
-        turn=begun.turn.number,
-        profile=conversation.profile,
-        text=answer,
-        citations=citations_of(answer, passages),
-        usage=usage,
-    )
 
 
 class ChatService:
@@ -106,21 +41,14 @@ class ChatService:
         simulator: PrefixCacheSimulator | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`simulator` stands in for the provider's prompt cache where calls report none;
-        `clock` is its time (evals replay the gaps between turns through it)."""
+        """`simulator` and `clock`: see TurnRunner."""
         self._settings = settings
         self._store = store
-        self._agent_for_profile = agent_for_profile
         self._tracer = tracer or Tracer.disabled(settings.observability)
-        self._simulator = simulator
-        self._clock = clock
+        self._runner = TurnRunner(
+            settings, store, agent_for_profile, self._tracer, simulator, clock
+        )
         self._running: set[asyncio.Task[None]] = set()
-        self._secrets = configured_secrets(settings)
-
-    def _describe(self, error: BaseException) -> str:
-        """A failure as `turns.error` stores it and the log shows it: providers echo
-        keys and tokens in their errors, so those are scrubbed."""
-        return redact_secrets(f"{type(error).__name__}: {error}", self._secrets)
 
     def validate(self, request: TurnRequest) -> None:
         text = request.text.strip()
@@ -161,7 +89,7 @@ class ChatService:
         it, and its answer is stored."""
         self.validate(request)
         events: asyncio.Queue[TurnEvent | InvalidTurn] = asyncio.Queue()
-        task = asyncio.create_task(self._run_turn(request, events.put_nowait, tokens))
+        task = asyncio.create_task(self._runner.run(request, events.put_nowait, tokens))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
         while True:
@@ -172,133 +100,11 @@ class ChatService:
             if isinstance(event, TurnDone | TurnError):
                 return
 
-    async def _run_turn(self, request: TurnRequest, emit: Emit, tokens: bool) -> None:
-        """The turn's task. It is ours alone: a cancel (shutdown) is handled here, the
-        turn ending `interrupted`, rather than passed on."""
-        key = request.conversation_key
-        begun: BegunTurn | None = None
-        outcome: TurnDone | TurnError | None = None
-        try:
-            async with self._store.hold(key) as held:
-                profile = self._settings.profiles.by_audience[request.audience]
-                begun = await self._store.begin(held, request, profile)
-                emit(TurnStarted(key, begun.turn.number))
-                for _ in range(begun.orphans_closed):
-                    self._count("interrupted", request.channel)
-                outcome = await self._answer(held, begun, request, emit if tokens else None)
-        except InvalidTurn as refused:
-            emit(refused)
-            return
-        except (Exception, asyncio.CancelledError) as error:
-            if begun is None:
-                log.error("turn of %s not stored: %s", key, self._describe(error))
-                outcome = TurnError(key, None, "failed", False, NOT_KEPT)
-            else:  # the outcome is stored; giving the connection back failed
-                log.error("turn of %s: after its end: %s", key, self._describe(error))
-        assert outcome is not None
-        emit(outcome)  # after the connection is back: the next turn can start at once
-
-    async def _answer(
-        self,
-        held: HeldConversation,
-        begun: BegunTurn,
-        request: TurnRequest,
-        emit_token: Emit | None,
-    ) -> TurnDone | TurnError:
-        """Run the agent and store its outcome; any failure ends the turn `failed`, the
-        deadline or a shutdown `interrupted`."""
-        started = time.perf_counter()
-        conversation, turn = begun.conversation, begun.turn
-        collector = LLMCallCollector(
-            conversation.profile, self._settings.observability, self._simulator, self._clock
-        )
-        deadline = asyncio.timeout(self._settings.chat.turn_timeout_seconds)
-        on_token = (lambda text: emit_token(TurnToken(text))) if emit_token else None
-        try:
-            async with deadline:
-                result = await self._run_agent(held, begun, request, collector, on_token)
-            # Memory may have removed or replaced loaded messages: new ones have new ids.
-            loaded = {m.id for m in begun.working["messages"]}
-            new_messages = [m for m in result["messages"] if m.id not in loaded]
-            await self._store.finish(
-                held, begun, new_messages, result.get("memory"), collector.calls
-            )
-        except (Exception, asyncio.CancelledError) as error:
-            interrupted = deadline.expired() or isinstance(error, asyncio.CancelledError)
-            status: TurnStatus = "interrupted" if interrupted else "failed"
-            stored_error = self._describe(error)
-            log.error("turn %s of %s %s: %s", turn.number, conversation.key, status, stored_error)
-            log.debug("turn %s of %s failed here", turn.number, conversation.key, exc_info=error)
-            try:
-                await self._store.fail(held, begun, collector.calls, status, stored_error)
-            except Exception as unstored:  # the next turn or a restart closes it
-                log.error(
-                    "turn %s of %s left running: %s",
-                    turn.number,
-                    conversation.key,
-                    self._describe(unstored),
-                )
-            self._count(status, request.channel)
-            detail = INTERRUPTED_KEPT if interrupted else FAILED_KEPT
-            return TurnError(conversation.key, turn.number, status, True, detail)
-        self._count("ok", request.channel)
-        if self._settings.observability.metrics_enabled:
-            metrics.observe_turn(
-                profile=conversation.profile,
-                channel=request.channel,
-                seconds=time.perf_counter() - started,
-            )
-        return TurnDone(reply_of(begun, new_messages, TurnUsage.of(collector.calls)))
-
-    async def _run_agent(
-        self,
-        held: HeldConversation,
-        begun: BegunTurn,
-        request: TurnRequest,
-        collector: LLMCallCollector,
-        on_token: OnToken | None,
-    ) -> dict[str, Any]:
-        conversation, turn = begun.conversation, begun.turn
-        with self._tracer.turn(
-            conversation.key,
-            request.author or "anonymous",
-            conversation.audience,
-            conversation.profile,
-            request.channel,
-            self._settings.llm.model,
-        ) as trace:
-            turn.trace_id = trace.trace_id
-            config: RunnableConfig = {
-                "callbacks": [collector, *trace.callbacks],
-                "recursion_limit": 2 * self._settings.llm.max_agent_steps + 1,
-                "metadata": {
-                    "conversation": conversation.key,
-                    "turn": turn.number,
-                    **trace.metadata,
-                },
-            }
-            # The recall tool reads the archive through the turn's own connection.
-            context = MemoryContext(
-                conversation.id, ConversationArchive(held.sessions, conversation.id)
-            )
-            agent = self._agent_for_profile(conversation.profile)
-            result = await run_agent(agent, begun.working, config, context, on_token)
-            agent_calls = [c.usage for c in collector.calls if c.purpose == "agent"]
-            if agent_calls:
-                trace.score(
-                    sum(agent_calls, TokenUsage()).cache_hit_rate, agent_calls[-1].input_tokens
-                )
-        return result
-
-    def _count(self, status: TurnStatus, channel: str) -> None:
-        if self._settings.observability.metrics_enabled:
-            metrics.count_turn(status=status, channel=channel)
-
     async def close_orphaned_turns(self) -> int:
         """At start-up: turns left `running` by a process that is gone end `interrupted`."""
         channels = await self._store.close_orphaned_turns()
         for channel in channels:
-            self._count("interrupted", channel)
+            self._runner.count("interrupted", channel)
         if channels:
             log.warning("closed %d turns left running as interrupted", len(channels))
         return len(channels)
