@@ -158,10 +158,12 @@ class TurnStore:
         try:
             await self._advisory(connection, "pg_advisory_unlock", key)
             await connection.commit()
-        except Exception:
+        except BaseException as error:  # a cancel too: the lock must not go back to the pool
             # Back in the pool it would keep the lock; closed, the server releases it.
             log.warning("could not unlock conversation %s: closing its connection", key)
             await connection.invalidate()
+            if not isinstance(error, Exception):
+                raise
 
     async def begin(self, held: HeldConversation, request: TurnRequest, profile: str) -> BegunTurn:
         """Commit the user's message before any model call: nothing is lost if the turn
