@@ -1,6 +1,7 @@
 """Builds the service's long-lived parts from settings, once per process; every adapter
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
+import logging
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -10,6 +11,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agent.expert import ask_expert_tool
@@ -20,14 +22,16 @@ from app.agent.memory.state import MemoryContext
 from app.agent.memory.summarizer import build_summary_model
 from app.agent.models import StepLimitMiddleware, build_chat_model, model_fault_middleware
 from app.agent.tools import knowledge_search_tool, tool_retry_middleware
-from app.chat.locks import ConversationLocks
 from app.chat.service import ChatService
+from app.chat.store import TurnStore
 from app.db.engine import make_async_engine, make_session_factory
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.settings import Settings
 from knowledge.store import KnowledgeBase
 from knowledge.types import Retriever
+
+log = logging.getLogger(__name__)
 
 
 def agent_factory(
@@ -93,6 +97,7 @@ class Runtime:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
+        warn_if_pool_queues_chats(settings)
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
         knowledge = KnowledgeBase.from_settings(settings.knowledge)
@@ -100,13 +105,20 @@ class Runtime:
         tracer = Tracer.from_settings(settings)
         chat = ChatService(
             settings,
-            sessions,
-            ConversationLocks(engine),
+            TurnStore.for_engine(engine, settings.db),
             agent_factory(settings, model, knowledge),
             tracer=tracer,
             simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
         )
         return cls(settings, engine, sessions, knowledge, tracer, chat)
+
+    async def start(self) -> None:
+        """Once per process, before serving: close the turns a stopped process left
+        `running`. A database that is down now is reported by readiness, not fatal here."""
+        try:
+            await self.chat.close_orphaned_turns()
+        except SQLAlchemyError as error:
+            log.warning("could not close turns left running: %s", error)
 
     async def database_ready(self) -> bool:
         try:
@@ -117,6 +129,24 @@ class Runtime:
         return True
 
     async def aclose(self) -> None:
+        await self.chat.aclose()
         self.tracer.flush()
         self.knowledge.close()
         await self.engine.dispose()
+
+
+def warn_if_pool_queues_chats(settings: Settings) -> None:
+    """Each running turn holds one pooled connection: with fewer connections than the bot
+    serves chats at once, the others wait for a free one (in order, without failing)."""
+    turns = settings.db.turn_connections
+    telegram = settings.telegram
+    if telegram.token is not None and telegram.concurrent_chats > turns:
+        log.warning(
+            "telegram.concurrent_chats is %d but the database pool (db.pool_size %d + "
+            "db.max_overflow %d, one kept free) runs %d turns at once: the others wait; "
+            "raise SUPPORTBOT_DB__POOL_SIZE or SUPPORTBOT_DB__MAX_OVERFLOW",
+            telegram.concurrent_chats,
+            settings.db.pool_size,
+            settings.db.max_overflow,
+            turns,
+        )

@@ -36,6 +36,33 @@ def default_home() -> Path:
 class DbSettings(BaseModel):
     url: str = "sqlite:///./var/supportbot.db"
     echo: bool = False
+    pool_size: int = Field(
+        10, ge=1, description="connections kept open per process; a running turn holds one"
+    )
+    max_overflow: int = Field(
+        10, ge=0, description="connections opened beyond pool_size under load, closed when idle"
+    )
+    pool_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="seconds to wait for a free connection (on SQLite also for the write "
+        "lock) before the request fails",
+    )
+
+    @model_validator(mode="after")
+    def _room_for_turns(self) -> "DbSettings":
+        if self.turn_connections < 1:
+            raise ValueError(
+                "pool_size + max_overflow must be at least 2: each running turn holds one "
+                "connection and one stays free for everything else"
+            )
+        return self
+
+    @property
+    def turn_connections(self) -> int:
+        """Turns one process runs at once (more wait their turn): one connection each,
+        and one connection stays free for the rest (history, feedback, health checks)."""
+        return self.pool_size + self.max_overflow - 1
 
 
 class LLMSettings(BaseModel):
@@ -247,6 +274,9 @@ class WidgetSettings(BaseModel):
 
 class ChatSettings(BaseModel):
     max_message_chars: int = 4000
+    turn_timeout_seconds: float = Field(
+        300.0, gt=0, description="a turn still working after this long ends `interrupted`"
+    )
     system_prompt: str = (
         "You are the support assistant of a software product. Answer from the knowledge "
         "base: search it with search_knowledge_base before answering a product question, "

@@ -1,5 +1,6 @@
 """`supportbot telegram ...`: the bot with long polling."""
 
+import asyncio
 import logging
 
 import typer
@@ -26,6 +27,12 @@ def run() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per getUpdates otherwise
     install_log_redaction(configured_secrets(settings))  # request URLs carry the bot token
     runtime = Runtime.from_settings(settings)
+
+    async def start_runtime() -> None:
+        await runtime.start()
+        await runtime.engine.dispose()  # its connections belong to this loop, not the bot's
+
+    asyncio.run(start_runtime())
 
     async def close_runtime(_: object) -> None:
         await runtime.aclose()

@@ -14,7 +14,8 @@ from telegram.constants import ChatAction, ChatMemberStatus, ChatType
 from telegram.error import TelegramError
 from telegram.ext import Application, ApplicationHandlerStop, ContextTypes
 
-from app.chat.service import ChatService, ImageInput, InvalidTurn, TurnFailed, TurnRequest
+from app.chat.service import ChatService
+from app.chat.types import ImageInput, InvalidTurn, TurnError, TurnRequest
 from app.settings import Settings
 from bot.dedupe import claim_update, forget_updates_before
 from bot.render import reply_messages
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 Context = ContextTypes.DEFAULT_TYPE
 
 APOLOGY = "Sorry, I could not answer this time. Your message was kept; please try again later."
+NOT_KEPT = "Sorry, I could not take your message this time. Please send it again."
 NO_IMAGES = "I cannot read images yet, so I answered the text only."
 NO_IMAGES_NO_TEXT = "I cannot read images yet. Please describe what the screenshot shows."
 ASK_USAGE = "What is your question? For example: /ask How do I create an invoice?"
@@ -142,14 +144,14 @@ class SupportBot:
         )
         try:
             async with typing(message):
-                reply = await self._chat.handle_turn(request)
+                outcome = await self._chat.turn_outcome(request)  # Telegram shows no tokens
         except InvalidTurn as refused:
             await message.reply_text(escape(f"I cannot take this message: {refused}."))
             return
-        except TurnFailed:
-            await message.reply_text(APOLOGY)
+        if isinstance(outcome, TurnError):
+            await message.reply_text(APOLOGY if outcome.message_kept else NOT_KEPT)
             return
-        parts = reply_messages(reply.text, reply.citations) or [EMPTY_ANSWER]
+        parts = reply_messages(outcome.text, outcome.citations) or [EMPTY_ANSWER]
         await message.reply_text(parts[0], do_quote=True)
         for part in parts[1:]:
             await message.reply_text(part, do_quote=False)

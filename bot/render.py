@@ -4,7 +4,7 @@ from html import escape
 
 from telegram.constants import MessageLimit
 
-from app.chat.service import Citation
+from app.chat.types import Citation
 
 # Coarser boundaries first: a message ends at a paragraph when it can, mid-word never
 # unless a single word is longer than a message.

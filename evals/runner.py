@@ -19,10 +19,11 @@ from langchain_core.runnables import Runnable
 
 from app.agent.memory.prefix import RequestRecorder, prefix_changes
 from app.agent.offline import SEARCH_TOOL
-from app.chat.locks import ConversationLocks
-from app.chat.service import ChatService, TurnRequest
+from app.chat.service import ChatService
+from app.chat.store import TurnStore
+from app.chat.types import TurnRequest
 from app.db import migrate, queries
-from app.db.engine import make_async_engine, make_session_factory
+from app.db.engine import make_async_engine
 from app.db.models import LLMCall, Message
 from app.observability.simulator import RULES, CacheRules, PrefixCacheSimulator, request_tokens
 from app.runtime import agent_factory
@@ -159,12 +160,12 @@ async def run_profile(
     outcomes: list[TurnOutcome] = []
     changed_prefixes = 0
     with scratch_database() as url:
-        engine = make_async_engine(DbSettings(url=url))
-        sessions = make_session_factory(engine)
+        db = DbSettings(url=url)
+        engine = make_async_engine(db)
+        store = TurnStore.for_engine(engine, db)
         service = ChatService(
             settings,
-            sessions,
-            ConversationLocks(engine),
+            store,
             recorded,
             simulator=PrefixCacheSimulator(RULES[provider_rules]),
             clock=clock,
@@ -180,7 +181,7 @@ async def run_profile(
                     answers.append((await service.handle_turn(request)).text)
                     if on_turn:
                         on_turn()
-                async with sessions() as session:
+                async with store.sessions() as session:
                     conversation = await queries.get_conversation(session, key)
                     assert conversation is not None
                     messages = await queries.all_messages(session, conversation)

@@ -5,10 +5,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
-from app.chat.locks import ConversationLocks
-from app.chat.service import ChatService, ImageInput, InvalidTurn, TurnFailed, TurnRequest
+from app.chat.context import UNANSWERED_NOTE
+from app.chat.service import ChatService
+from app.chat.store import TurnStore
+from app.chat.types import FAILED_KEPT, ImageInput, InvalidTurn, TurnFailed, TurnRequest
 from app.db import queries
 from app.db.models import LLMCall, Message, Turn
 from app.runtime import agent_factory
@@ -43,16 +45,12 @@ def retriever() -> KeywordRetriever:
 @pytest.fixture
 def service(
     settings: Settings,
-    pg_sessions: async_sessionmaker[AsyncSession],
-    pg_engine: AsyncEngine,
+    pg_connection: AsyncConnection,
     model: CapturingChatModel,
     retriever: KeywordRetriever,
 ) -> ChatService:
     return ChatService(
-        settings,
-        pg_sessions,
-        ConversationLocks(pg_engine),
-        agent_factory(settings, model, retriever),
+        settings, TurnStore(pg_connection), agent_factory(settings, model, retriever)
     )
 
 
@@ -117,8 +115,9 @@ async def test_failed_turn_keeps_the_user_message(
     service: ChatService, model: CapturingChatModel, pg_sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     model.fail_with = "provider unavailable"
-    with pytest.raises(TurnFailed):
+    with pytest.raises(TurnFailed) as failed:
         await service.handle_turn(ask("How do I create an invoice?"))
+    assert failed.value.error.message_kept and failed.value.detail == FAILED_KEPT
 
     async with pg_sessions() as session:
         messages = list(await session.scalars(select(Message)))
@@ -129,12 +128,12 @@ async def test_failed_turn_keeps_the_user_message(
     assert turn is not None and turn.status == "failed"
     assert turn.error is not None and "provider unavailable" in turn.error
 
-    model.fail_with = None  # the next turn sees the kept question and answers
+    model.fail_with = None  # the next turn sees the kept question, as a note, and answers
     reply = await service.handle_turn(ask("Sorry, again: how do I create an invoice?"))
     assert reply.turn == 2
     human = [m for m in model.calls[-1].messages if isinstance(m, HumanMessage)]
     assert [m.content for m in human] == [
-        "Ann: How do I create an invoice?",
+        f"{UNANSWERED_NOTE}\nAnn: How do I create an invoice?",
         "Ann: Sorry, again: how do I create an invoice?",
     ]
 

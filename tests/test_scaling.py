@@ -11,8 +11,9 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from sqlalchemy import select
 
-from app.chat.locks import ConversationLocks
-from app.chat.service import ChatService, TurnRequest
+from app.chat.service import ChatService
+from app.chat.store import TurnStore
+from app.chat.types import TurnRequest
 from app.db.engine import make_async_engine, make_session_factory
 from app.db.models import Conversation, Message
 from app.runtime import agent_factory
@@ -37,8 +38,7 @@ async def replicas(
     services = [
         ChatService(
             settings,
-            make_session_factory(engine),
-            ConversationLocks(engine),
+            TurnStore(engine),
             agent_factory(settings, SlowModel(), KeywordRetriever(ARTICLES)),
         )
         for engine in engines

@@ -1,14 +1,15 @@
 """Relative paths in the settings resolve against SUPPORTBOT_HOME, not the working directory."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.settings import SOURCE_ROOT, DbSettings, KnowledgeSettings, Settings, default_home
 
 
-def _settings(**values: object) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+def _settings(**values: Any) -> Settings:
+    return Settings(_env_file=None, **values)
 
 
 def test_relative_defaults_resolve_under_home(

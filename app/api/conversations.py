@@ -1,7 +1,6 @@
 """Conversations over HTTP: post a message (whole or streamed), read the history, rate an
 answer. Staff credentials are needed for the staff audience and staff conversations."""
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, TypeVar
@@ -22,7 +21,7 @@ from app.api.schemas import (
     UsageReportOut,
     UsageTotalsOut,
 )
-from app.chat.service import TurnFailed, TurnRequest, citations_of
+from app.chat.types import TurnDone, TurnError, TurnEvent, TurnRequest, TurnToken, citations_of
 from app.db.models import Conversation, Message
 
 T = TypeVar("T")
@@ -58,8 +57,23 @@ TurnRequestDep = Annotated[TurnRequest, Depends(turn_request)]
     responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}, 502: {"model": ErrorOut}},
 )
 async def post_message(request: TurnRequestDep, chat: ChatServiceDep) -> ReplyOut:
-    """Run one turn and return the answer with its citations and token usage."""
+    """Run one turn and return the answer with its citations and token usage. A turn that
+    fails answers 502; its detail says whether the message was kept."""
     return ReplyOut.model_validate(asdict(await chat.handle_turn(request)))
+
+
+async def started_turn(request: TurnRequestDep, chat: ChatServiceDep) -> AsyncIterator[TurnEvent]:
+    """The turn's events from the first on: a refusal (the conversation's audience, say)
+    is raised here, before the response starts, and answered 4xx."""
+    events = chat.stream_turn(request)
+    first = await anext(events)
+
+    async def from_first() -> AsyncIterator[TurnEvent]:
+        yield first
+        async for event in events:
+            yield event
+
+    return from_first()
 
 
 @router.post(
@@ -68,29 +82,20 @@ async def post_message(request: TurnRequestDep, chat: ChatServiceDep) -> ReplyOu
     responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}},
 )
 async def stream_message(
-    request: TurnRequestDep, chat: ChatServiceDep
+    events: Annotated[AsyncIterator[TurnEvent], Depends(started_turn)],
 ) -> AsyncIterator[ServerSentEvent]:
     """The same turn as Server-Sent Events: `token` events ({"text"}) as the model writes,
     then one `done` event with the whole reply (as the non-streaming endpoint returns it),
-    or one `error` event ({"detail"}) when the turn failed."""
-    tokens: asyncio.Queue[str] = asyncio.Queue()
-    turn = asyncio.create_task(chat.handle_turn(request, on_token=tokens.put))
-    while not (turn.done() and tokens.empty()):
-        getter = asyncio.ensure_future(tokens.get())
-        await asyncio.wait({getter, turn}, return_when=asyncio.FIRST_COMPLETED)
-        if getter.done():
-            yield ServerSentEvent(event="token", data={"text": getter.result()})
-        else:
-            getter.cancel()
-    try:
-        reply = turn.result()
-    except TurnFailed:
-        yield ServerSentEvent(event="error", data={"detail": TURN_FAILED})
-        return
-    yield ServerSentEvent(event="done", data=ReplyOut.model_validate(asdict(reply)).model_dump())
-
-
-TURN_FAILED = "The assistant could not answer this time; your message was kept. Please try again."
+    or one `error` event ({"detail", "message_kept"}) when the turn failed."""
+    async for event in events:
+        if isinstance(event, TurnToken):
+            yield ServerSentEvent(event="token", data={"text": event.text})
+        elif isinstance(event, TurnDone):
+            reply = ReplyOut.model_validate(asdict(event.reply))
+            yield ServerSentEvent(event="done", data=reply.model_dump())
+        elif isinstance(event, TurnError):
+            data = {"detail": event.detail, "message_kept": event.message_kept}
+            yield ServerSentEvent(event="error", data=data)
 
 
 def readable(

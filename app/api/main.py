@@ -32,6 +32,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Here, not in create_app: uvicorn has set up its log handlers by now.
         install_log_redaction(configured_secrets(settings))
         app.state.runtime = Runtime.from_settings(settings)
+        await app.state.runtime.start()
         async with telegram.webhook_bot(app):
             yield
         await app.state.runtime.aclose()
@@ -74,7 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(TurnFailed)
     async def turn_failed(_: Request, exc: TurnFailed) -> JSONResponse:
         return JSONResponse(
-            {"detail": conversations.TURN_FAILED},
+            {"detail": exc.detail},
             status_code=status.HTTP_502_BAD_GATEWAY,
         )
 

@@ -1,8 +1,14 @@
-"""Engines and sessions. The app runs async; Alembic and the CLI use the sync driver."""
+"""Engines and sessions. The app runs async; Alembic and the CLI use the sync driver.
+
+SQLite serves concurrent turns when every connection waits for the write lock instead of
+failing ("database is locked"): write-ahead logging (readers never wait for the writer),
+a busy timeout, and the app's transactions take the write lock when they begin
+(`BEGIN IMMEDIATE`), so a transaction that read first can never be refused it later."""
 
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from app.settings import DbSettings
@@ -29,20 +35,53 @@ def sync_url(url: str) -> str:
     return _with_driver(url, _SYNC_DRIVERS)
 
 
-def _enable_sqlite_foreign_keys(engine: Engine) -> None:
-    if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", lambda conn, _: conn.execute("PRAGMA foreign_keys=ON"))
+def _in_memory(url: str) -> bool:
+    parsed = make_url(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+
+def _pool_arguments(db: DbSettings) -> dict[str, Any]:
+    if _in_memory(db.url):  # one static connection: nothing to size
+        return {}
+    return {
+        "pool_size": db.pool_size,
+        "max_overflow": db.max_overflow,
+        "pool_timeout": db.pool_timeout,
+    }
+
+
+def _configure_sqlite(engine: Engine, db: DbSettings, *, immediate: bool) -> None:
+    if engine.dialect.name != "sqlite":
+        return
+
+    def on_connect(connection: Any, _: Any) -> None:
+        if immediate:
+            connection.isolation_level = None  # the driver's own BEGIN; ours comes below
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(db.pool_timeout * 1000)}")
+        if not _in_memory(db.url):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    def begin_immediate(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    event.listen(engine, "connect", on_connect)
+    if immediate:
+        event.listen(engine, "begin", begin_immediate)
 
 
 def make_async_engine(db: DbSettings) -> AsyncEngine:
-    engine = create_async_engine(async_url(db.url), echo=db.echo)
-    _enable_sqlite_foreign_keys(engine.sync_engine)
+    engine = create_async_engine(async_url(db.url), echo=db.echo, **_pool_arguments(db))
+    _configure_sqlite(engine.sync_engine, db, immediate=True)
     return engine
 
 
 def make_sync_engine(db: DbSettings) -> Engine:
+    """For migrations and the CLI: the driver's own transactions (Alembic relies on them)."""
     engine = create_engine(sync_url(db.url), echo=db.echo)
-    _enable_sqlite_foreign_keys(engine)
+    _configure_sqlite(engine, db, immediate=False)
     return engine
 
 

@@ -54,7 +54,8 @@ class Turn(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
     number: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running | ok | failed
+    # running | ok | failed | interrupted (app/chat/types.py: TurnStatus)
+    status: Mapped[str] = mapped_column(String(16), default="running", index=True)
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,7 +1,8 @@
 """Small query functions over the models; callers own the session and the commit."""
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Select, func, select, update
@@ -46,6 +47,30 @@ async def start_turn(session: AsyncSession, conversation: Conversation) -> Turn:
     session.add(turn)
     await session.flush()
     return turn
+
+
+async def close_running_turns(
+    session: AsyncSession, conversation: Conversation, status: str, error: str
+) -> int:
+    """End the conversation's `running` turns with `status`; how many there were."""
+    result = await session.execute(
+        update(Turn)
+        .where(Turn.conversation_id == conversation.id, Turn.status == "running")
+        .values(status=status, error=error, finished_at=datetime.now(UTC))
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def turn_numbers(
+    session: AsyncSession, conversation: Conversation, statuses: Collection[str]
+) -> set[int]:
+    """The numbers of the conversation's turns that ended with one of `statuses`."""
+    result = await session.scalars(
+        select(Turn.number).where(
+            Turn.conversation_id == conversation.id, Turn.status.in_(statuses)
+        )
+    )
+    return set(result)
 
 
 async def append_messages(

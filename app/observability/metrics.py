@@ -1,8 +1,10 @@
-"""Prometheus metrics: tokens and cost per LLM call, latency per turn.
+"""Prometheus metrics: tokens and cost per LLM call, latency and outcome per turn.
 
 A dedicated registry keeps these apart from the process defaults (and readable in tests);
 `exposition()` is what the `/metrics` route returns. The cache hit rate is
-`rate(supportbot_llm_cached_input_tokens_total) / rate(supportbot_llm_input_tokens_total)`.
+`rate(supportbot_llm_cached_input_tokens_total) / rate(supportbot_llm_input_tokens_total)`;
+the share of unanswered turns
+`rate(supportbot_turns_total{status!="ok"}) / rate(supportbot_turns_total)`.
 Counters are per process: with several workers, scrape each one.
 """
 
@@ -45,6 +47,14 @@ TURN_SECONDS = Histogram(
     registry=REGISTRY,
 )
 
+TURNS = Counter(
+    "supportbot_turns",
+    "Turns ended, by status: ok, failed (model, tool or database), interrupted (deadline, "
+    "shutdown, or found running with no process left)",
+    ("status", "channel"),
+    registry=REGISTRY,
+)
+
 
 def record_call(
     *, profile: str, model: str, purpose: str, usage: TokenUsage, cost_usd: float | None
@@ -60,6 +70,10 @@ def record_call(
 
 def observe_turn(*, profile: str, channel: str, seconds: float) -> None:
     TURN_SECONDS.labels(profile=profile, channel=channel).observe(seconds)
+
+
+def count_turn(*, status: str, channel: str) -> None:
+    TURNS.labels(status=status, channel=channel).inc()
 
 
 def exposition() -> tuple[bytes, str]:

@@ -57,7 +57,7 @@ def turn(
     its answer."""
     bound = (model or OfflineChatModel()).bind_tools([search_knowledge_base])
     messages: list[BaseMessage] = [HumanMessage(f"Ann: {question}")]
-    searched = []
+    searched: list[str] = []
     for _ in range(4):
         reply = bound.invoke(messages)
         assert isinstance(reply, AIMessage)
@@ -166,7 +166,7 @@ def test_the_answer_streams_in_pieces_that_join_to_the_whole() -> None:
     assert "".join(str(c.content) for c in chunks) == model.invoke(messages).text
     whole = chunks[0]
     for chunk in chunks[1:]:
-        whole += chunk
+        whole += chunk  # type: ignore[assignment]  # chunks add up to a chunk
     assert whole.usage_metadata and whole.usage_metadata["output_tokens"] > 0
 
 

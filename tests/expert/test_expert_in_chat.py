@@ -8,15 +8,16 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from app.agent.expert import ASK_EXPERT
 from app.agent.expert.agent import expert_prompt
 from app.agent.expert.findings import FOR_MAIN_AGENT
 from app.agent.memory.state import MemoryContext
 from app.agent.messages import message_text
-from app.chat.locks import ConversationLocks
-from app.chat.service import ChatService, TurnRequest
+from app.chat.service import ChatService
+from app.chat.store import TurnStore
+from app.chat.types import TurnRequest
 from app.db.models import LLMCall
 from app.runtime import agent_factory
 from app.settings import Settings
@@ -53,15 +54,14 @@ def expert_model() -> CapturingExpertModel:
 @pytest.fixture
 def service(
     settings_with_expert: Settings,
-    pg_sessions: async_sessionmaker[AsyncSession],
-    pg_engine: AsyncEngine,
+    pg_connection: AsyncConnection,
     main_model: ScriptedChatModel,
     expert_model: CapturingExpertModel,
 ) -> ChatService:
     agents = agent_factory(
         settings_with_expert, main_model, KeywordRetriever(ARTICLES), expert_model=expert_model
     )
-    return ChatService(settings_with_expert, pg_sessions, ConversationLocks(pg_engine), agents)
+    return ChatService(settings_with_expert, TurnStore(pg_connection), agents)
 
 
 def ask(text: str) -> TurnRequest:

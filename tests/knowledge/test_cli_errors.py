@@ -16,9 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from click.testing import Result
 from qdrant_client import QdrantClient, models
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from app.cli import cli
 from app.settings import SOURCE_ROOT, get_settings

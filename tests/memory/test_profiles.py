@@ -6,15 +6,16 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from app.agent.memory.middleware import with_summary
 from app.agent.memory.prefix import TurnRequests, message_key
 from app.agent.memory.prefix import prefix_changes as changed_turns
 from app.agent.messages import message_text
-from app.chat.locks import ConversationLocks
-from app.chat.service import ChatService, TurnRequest, UnknownProfile
+from app.chat.service import ChatService
+from app.chat.store import TurnStore
 from app.chat.transcript import to_langchain
+from app.chat.types import TurnRequest, UnknownProfile
 from app.db import queries
 from app.db.models import LLMCall, Summary
 from app.runtime import agent_factory
@@ -45,8 +46,7 @@ class RecallingModel(CapturingChatModel):
 def service_for(
     profile: str,
     settings: Settings,
-    sessions: async_sessionmaker[AsyncSession],
-    engine: AsyncEngine,
+    bind: AsyncConnection,
     model: CapturingChatModel,
     passages: list[Passage],
     **profile_overrides: Any,
@@ -57,7 +57,7 @@ def service_for(
     )
     settings = settings.model_copy(update={"profiles": profiles})
     agents = agent_factory(settings, model, KeywordRetriever(passages))
-    return ChatService(settings, sessions, ConversationLocks(engine), agents)
+    return ChatService(settings, TurnStore(bind), agents)
 
 
 def ask(author: str, text: str) -> TurnRequest:
@@ -123,11 +123,11 @@ async def test_forty_turns_under_each_profile(
     profile: str,
     settings: Settings,
     pg_sessions: async_sessionmaker[AsyncSession],
-    pg_engine: AsyncEngine,
+    pg_connection: AsyncConnection,
     kb_passages: list[Passage],
 ) -> None:
     model = CapturingChatModel()
-    service = service_for(profile, settings, pg_sessions, pg_engine, model, kb_passages)
+    service = service_for(profile, settings, pg_connection, model, kb_passages)
     turns = await run_session(service, model, pg_sessions)
 
     last = turns[-1][0]
@@ -156,13 +156,13 @@ async def test_forty_turns_under_each_profile(
 async def test_cache_aware_profiles_change_the_prefix_far_less_than_naive_trimming(
     settings: Settings,
     pg_sessions: async_sessionmaker[AsyncSession],
-    pg_engine: AsyncEngine,
+    pg_connection: AsyncConnection,
     kb_passages: list[Passage],
 ) -> None:
     changes = {}
     for profile in ("trim-naive", "staff", "client"):
         model = CapturingChatModel()
-        service = service_for(profile, settings, pg_sessions, pg_engine, model, kb_passages)
+        service = service_for(profile, settings, pg_connection, model, kb_passages)
         turns = []
         for turn in session_turns():
             first_call = len(model.calls)
@@ -180,11 +180,11 @@ async def test_cache_aware_profiles_change_the_prefix_far_less_than_naive_trimmi
 async def test_a_summary_is_reused_unchanged_until_the_next_fold(
     settings: Settings,
     pg_sessions: async_sessionmaker[AsyncSession],
-    pg_engine: AsyncEngine,
+    pg_connection: AsyncConnection,
     kb_passages: list[Passage],
 ) -> None:
     model = CapturingChatModel()
-    service = service_for("client", settings, pg_sessions, pg_engine, model, kb_passages)
+    service = service_for("client", settings, pg_connection, model, kb_passages)
     turns = await run_session(service, model, pg_sessions)
     systems = [requests[0][0].content for requests in turns]
     distinct = [s for i, s in enumerate(systems) if i == 0 or s != systems[i - 1]]
@@ -198,15 +198,14 @@ async def test_a_summary_is_reused_unchanged_until_the_next_fold(
 async def test_recall_history_finds_a_cleared_result(
     settings: Settings,
     pg_sessions: async_sessionmaker[AsyncSession],
-    pg_engine: AsyncEngine,
+    pg_connection: AsyncConnection,
     kb_passages: list[Passage],
 ) -> None:
     model = RecallingModel()
     service = service_for(
         "clearing",
         settings,
-        pg_sessions,
-        pg_engine,
+        pg_connection,
         model,
         kb_passages,
         clearing={"trigger_tokens": 0, "keep": 0, "clear_at_least": 0},
@@ -241,12 +240,10 @@ async def test_recall_history_finds_a_cleared_result(
 async def test_profile_can_be_overridden_per_conversation(
     settings: Settings,
     pg_sessions: async_sessionmaker[AsyncSession],
-    pg_engine: AsyncEngine,
+    pg_connection: AsyncConnection,
     kb_passages: list[Passage],
 ) -> None:
-    service = service_for(
-        "client", settings, pg_sessions, pg_engine, CapturingChatModel(), kb_passages
-    )
+    service = service_for("client", settings, pg_connection, CapturingChatModel(), kb_passages)
     assert not await service.set_profile(KEY, "staff")
     reply = await service.handle_turn(ask("Ann", "How do I import a bank CSV file?"))
     assert reply.profile == "client"

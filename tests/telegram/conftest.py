@@ -7,8 +7,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.chat.locks import ConversationLocks
 from app.chat.service import ChatService
+from app.chat.store import TurnStore
 from app.db import migrate
 from app.db.engine import make_async_engine, make_session_factory
 from app.runtime import agent_factory
@@ -80,7 +80,7 @@ def service(
 ) -> ChatService:
     engine = sessions.kw["bind"]
     agents = agent_factory(bot_settings, model, KeywordRetriever(PASSAGES))
-    return ChatService(bot_settings, sessions, ConversationLocks(engine), agents)
+    return ChatService(bot_settings, TurnStore(engine), agents)
 
 
 @pytest.fixture

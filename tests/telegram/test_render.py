@@ -1,6 +1,6 @@
 """Replies as Telegram HTML: escaping, splitting under the length limit, citations."""
 
-from app.chat.service import Citation
+from app.chat.types import Citation
 from bot.render import reply_messages, split_text
 
 

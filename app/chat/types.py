@@ -1,0 +1,166 @@
+"""What goes into a turn and what comes out of it: the request, the reply, the events a
+streaming caller receives, and the errors."""
+
+from base64 import b64encode
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from app.observability.calls import LLMCallRecord
+
+# running: the user's message is stored and the agent works; ok: answered; failed: the
+# model, a tool or the database failed; interrupted: stopped by the turn's deadline, by a
+# shutdown, or found running with no process left to finish it.
+TurnStatus = Literal["running", "ok", "failed", "interrupted"]
+
+
+class InvalidTurn(ValueError):
+    """The input was refused before anything was stored."""
+
+
+class UnknownProfile(ValueError):
+    """No memory profile of that name is defined (settings.profiles.definitions)."""
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    data: bytes
+    mime_type: str = "image/jpeg"
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    channel: str  # "api", "widget", "telegram"
+    conversation_key: str
+    audience: str
+    author: str | None
+    text: str
+    # Sent to the model with this turn only; the transcript keeps an "[image]" marker.
+    images: tuple[ImageInput, ...] = ()
+
+
+CITATION_EXCERPT_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Citation:
+    title: str
+    source: str
+    heading: str = ""
+    excerpt: str = ""  # the start of the passage, for a reader who follows the citation
+
+    @classmethod
+    def of(cls, passage: dict[str, Any]) -> "Citation":
+        text = passage.get("text", "")
+        cut = CITATION_EXCERPT_CHARS
+        excerpt = text if len(text) <= cut else text[:cut] + "…"
+        return cls(passage["title"], passage["source"], passage.get("heading", ""), excerpt)
+
+
+def citations_of(answer: str, passages: Iterable[dict[str, Any]]) -> list[Citation]:
+    """The passages a turn retrieved (one citation per source), preferring those the
+    answer names."""
+    found: dict[str, Citation] = {}
+    for passage in passages:
+        found.setdefault(passage["source"], Citation.of(passage))
+    named = [c for c in found.values() if c.source in answer or c.title in answer]
+    return named or list(found.values())
+
+
+@dataclass(frozen=True)
+class TurnUsage:
+    llm_calls: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @classmethod
+    def of(cls, calls: Sequence[LLMCallRecord]) -> "TurnUsage":
+        return cls(
+            llm_calls=len(calls),
+            input_tokens=sum(c.input_tokens for c in calls),
+            cached_tokens=sum(c.cached_tokens for c in calls),
+            output_tokens=sum(c.output_tokens for c in calls),
+            cost_usd=sum(c.cost_usd for c in calls),
+        )
+
+
+@dataclass(frozen=True)
+class TurnReply:
+    conversation_key: str
+    turn: int
+    profile: str
+    text: str
+    citations: list[Citation] = field(default_factory=list)
+    usage: TurnUsage = TurnUsage()
+
+
+IMAGE_MARKER = " [image]"
+
+
+def with_images(message: BaseMessage, images: Sequence[ImageInput]) -> HumanMessage:
+    """The user's message with its images as content parts (LangChain's standard blocks)."""
+    parts: list[str | dict[str, Any]] = [{"type": "text", "text": message.text}]
+    parts += [
+        {"type": "image", "base64": b64encode(i.data).decode(), "mime_type": i.mime_type}
+        for i in images
+    ]
+    return HumanMessage(content=parts, id=message.id)
+
+
+# What the caller of a failed turn is told (adapters may word it their own way).
+FAILED_KEPT = "The assistant could not answer this time; your message was kept. Please try again."
+INTERRUPTED_KEPT = (
+    "The answer took too long and was stopped; your message was kept. Please try again."
+)
+NOT_KEPT = "The service could not store your message; it was not kept. Please send it again."
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """The user's message is stored (committed) as turn `turn`: it survives any failure."""
+
+    conversation_key: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class TurnToken:
+    """A piece of the answer as the main model writes it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnDone:
+    """The turn ended `ok`; the reply is stored."""
+
+    reply: TurnReply
+
+
+@dataclass(frozen=True)
+class TurnError:
+    """The turn ended without an answer. `message_kept`: the user's message is stored (the
+    turn then ended `failed` or `interrupted`); otherwise nothing was stored and `turn` is
+    None. `detail` is a reply for the user."""
+
+    conversation_key: str
+    turn: int | None
+    status: TurnStatus
+    message_kept: bool
+    detail: str
+
+
+TurnEvent = TurnStarted | TurnToken | TurnDone | TurnError
+
+
+class TurnFailed(RuntimeError):
+    """A turn ended with a `TurnError` (raised by `ChatService.handle_turn`)."""
+
+    def __init__(self, error: TurnError) -> None:
+        super().__init__(f"turn {error.turn} of {error.conversation_key}: {error.status}")
+        self.error = error
+        self.detail = error.detail
