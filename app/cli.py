@@ -18,13 +18,26 @@ cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorde
 
 
 @cli.command()
-def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(
+    host: str | None = typer.Option(None, help="default: SUPPORTBOT_API__HOST (127.0.0.1)"),
+    port: int = 8000,
+) -> None:
     """Serve the HTTP API (and the staff widget)."""
     import uvicorn
 
-    from app.api.main import create_app
+    from app.api.main import UnsafeExposure, create_app
 
-    uvicorn.run(create_app(get_settings()), host=host, port=port)
+    settings = get_settings()
+    if host is not None:
+        settings = settings.model_copy(
+            update={"api": settings.api.model_copy(update={"host": host})}
+        )
+    try:
+        app = create_app(settings)
+    except UnsafeExposure as refused:
+        typer.echo(f"supportbot serve: {refused}", err=True)
+        raise typer.Exit(1) from None
+    uvicorn.run(app, host=settings.api.host, port=port)
 
 
 @db_cli.command()
