@@ -83,7 +83,7 @@ async def post_message(request: TurnRequestDep, chat: ChatServiceDep) -> ReplyOu
 @router.post(
     "/{key}/messages/stream",
     response_class=EventSourceResponse,
-    responses=documented(400, 401, 403, 413, 422, 429),
+    responses=documented(400, 401, 403, 413, 422, 429, streaming=True),
 )
 async def stream_message(
     request: TurnRequestDep, chat: ChatServiceDep

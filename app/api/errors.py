@@ -25,8 +25,13 @@ _MEANING = {
 }
 
 
-def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` of a route that can answer with these error codes."""
+def documented(*codes: int, streaming: bool = False) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of a route that can answer with these error codes. A streaming
+    route's errors are JSON too (sent before any event): named by reference, since FastAPI
+    would file a model under the route's own media type."""
+    if streaming:
+        json_error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+        return {code: {"description": _MEANING[code], "content": json_error} for code in codes}
     return {code: {"model": ErrorOut, "description": _MEANING[code]} for code in codes}
 
 
@@ -38,13 +43,10 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"{location}: {message}" if location else message
 
 
-def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
+def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        detail = exc.detail
-        if exc.status_code == status.HTTP_413_CONTENT_TOO_LARGE:
-            detail = f"the request body is larger than {max_body_bytes} bytes"
-        return JSONResponse({"detail": str(detail)}, exc.status_code, headers=exc.headers)
+        return JSONResponse({"detail": str(exc.detail)}, exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from app.api import admin, conversations, health, telegram, widget
+from app.api.body_limit import BodySizeLimit
 from app.api.errors import install_error_handlers
 from app.api.rate_limits import TurnRateLimits
 from app.chat.service import TurnFailed
@@ -50,7 +51,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="Customer-support chatbot with cache-aware memory profiles.",
         lifespan=lifespan,
-        max_body_size=settings.api.max_body_bytes,
     )
     app.include_router(health.router)
     app.include_router(conversations.router)
@@ -58,7 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(telegram.router)
     app.include_router(admin.router)
     app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
-    if settings.widget.allowed_origins:
+    app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
+    if settings.widget.allowed_origins:  # added last: outermost, so errors get CORS headers
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.widget.allowed_origins,
@@ -71,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         body, content_type = exposition()
         return Response(body, media_type=content_type)
 
-    install_error_handlers(app, settings.api.max_body_bytes)
+    install_error_handlers(app)
 
     @app.exception_handler(TurnFailed)
     async def turn_failed(_: Request, exc: TurnFailed) -> JSONResponse:

@@ -79,7 +79,7 @@ class _RecordingBase:
 def _client(roots: list[Path], recorder: _RecordingBase) -> TestClient:
     api = FastAPI()
     api.include_router(admin.router)
-    install_error_handlers(api, max_body_bytes=10_000)
+    install_error_handlers(api)
     settings = Settings(admin_token=SecretStr("s3cret"), _env_file=None)  # type: ignore[call-arg]
     settings.knowledge.ingest_roots = roots
     api.dependency_overrides[get_app_settings] = lambda: settings
