@@ -102,6 +102,22 @@ def test_a_client_can_never_get_the_staff_profile(staff_client: TestClient) -> N
     assert staff_client.get(f"/v1/conversations/{KEY}").status_code == 403
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the stream endpoint runs handle_turn in the stream; stream_turn (branch "
+    "turn-lifecycle) refuses before the stream starts",
+)
+def test_a_refusal_found_when_the_turn_starts_is_a_422_on_the_stream_too(
+    staff_client: TestClient,
+) -> None:
+    staff_client.post(f"/v1/conversations/{KEY}/messages", json=ask("hi"), headers=STAFF)
+    response = staff_client.post(
+        f"/v1/conversations/{KEY}/messages/stream", json=ask("hi", audience="client"), headers=STAFF
+    )
+    assert response.status_code == 422
+    assert "belongs to the staff audience" in response.json()["detail"]
+
+
 def test_staff_sign_in_by_token_or_trusted_header(settings: Settings, sample_index: Path) -> None:
     settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
     settings.widget.trusted_user_header = "X-Forwarded-User"

@@ -38,7 +38,7 @@ ConversationKey = Annotated[
     str,
     Path(
         pattern=CONVERSATION_KEY_PATTERN,
-        examples=["api:demo"],
+        examples=["api:demo", "widget:alice:1"],
         description="letters, digits and `. _ : @ + -`, at most 128",
     ),
 ]
