@@ -43,7 +43,8 @@ FROM python:3.11.15-slim-trixie
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    PATH=/opt/venv/bin:$PATH
+    PATH=/opt/venv/bin:$PATH \
+    SUPPORTBOT_HOME=/app
 
 RUN groupadd --system --gid 10001 supportbot \
     && useradd --system --uid 10001 --gid supportbot --home-dir /app --no-create-home \
@@ -51,8 +52,9 @@ RUN groupadd --system --gid 10001 supportbot \
 
 COPY --from=build /opt/venv /opt/venv
 
-# Working directory of the service; relative defaults (./var/...) land here, owned by the
-# service user. In the compose stack the data lives in PostgreSQL and Qdrant instead.
+# Working directory and SUPPORTBOT_HOME of the service: relative defaults (var/...) land
+# here, owned by the service user. In the compose stack the data lives in PostgreSQL and
+# Qdrant instead.
 WORKDIR /app
 RUN mkdir -p /app/var && chown -R supportbot:supportbot /app
 

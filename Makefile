@@ -3,11 +3,19 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+CHROMIUM ?= /usr/bin/chromium
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="-x tests/test_api.py"`.
+PYTEST_ARGS ?=
+# The GnuCash manuals the evals and `kb bench` read (`make eval-data`), from Debian's gnucash-docs.
+MANUALS ?= var/manuals
+DEBIAN_MANUALS := /usr/share/doc/gnucash-docs
 
-.PHONY: help run test lint install clean
+.PHONY: help run test lint install chromium eval-data clean
 
 help:  ## list the targets
-	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,18 +25,47 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)  ## create .venv and install the project with its dev tools
 
-run: $(STAMP)  ## migrate, ingest the sample knowledge base, serve on http://127.0.0.1:8000
+run: $(STAMP)  ## migrate, ingest the sample knowledge base, serve on http://$(HOST):$(PORT)
 	$(BIN)/supportbot db upgrade
-	$(BIN)/supportbot kb ingest knowledge/sample_kb
-	$(BIN)/supportbot serve --host 127.0.0.1 --port 8000
+	$(BIN)/supportbot kb ingest-sample
+	$(BIN)/supportbot serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP)  ## run every test
-	$(BIN)/pytest
+chromium:  ## Debian's Chromium for the browser tests (installed with apt when root)
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    (apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)); \
+	  else \
+	    echo "The browser tests need Chromium at $(CHROMIUM): run 'sudo apt-get install chromium' (Debian/Ubuntu) and 'make test' again."; \
+	    exit 1; \
+	  fi; \
+	fi
 
-lint: $(STAMP)  ## ruff and mypy
+test: $(STAMP) chromium  ## run every test
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)  ## ruff, mypy and the import contracts
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+eval-data: $(MANUALS)  ## the GnuCash manuals (EN/DE HTML) for the evals, from Debian's gnucash-docs, in var/manuals
+
+# The evals read the English and German Help Manual and Guide, as the scenarios' gold paths name them.
+$(MANUALS):
+	@test -d $(DEBIAN_MANUALS)/gnucash-help-en || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -qq gnucash-docs >/dev/null 2>&1 || \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnucash-docs >/dev/null); \
+	  else echo "The evals need the GnuCash manuals: run 'sudo apt-get install gnucash-docs' and 'make eval-data' again, or pass any folder of them with --kb."; exit 1; fi; }
+	mkdir -p $@.tmp
+	for manual in gnucash-help-en gnucash-help-de gnucash-guide-en gnucash-guide-de; do \
+	  cp -r $(DEBIAN_MANUALS)/$$manual $@.tmp/; done
+	cp $(DEBIAN_MANUALS)/copyright $@.tmp/COPYRIGHT
+	mv $@.tmp $@
+	@echo "manuals in $@"
 
 clean:  ## remove the virtualenv and local data
 	rm -rf $(VENV) var

@@ -26,6 +26,7 @@ def serve(
     import uvicorn
 
     from app.api.main import UnsafeExposure, create_app
+    from knowledge.store import KnowledgeBase, StoreInUse
 
     settings = get_settings()
     if host is not None:
@@ -34,8 +35,18 @@ def serve(
         )
     try:
         app = create_app(settings)
+        # Opened before uvicorn starts so that a store another process holds is one line, not
+        # a failed start-up; the runtime gets this instance (one per store and process).
+        KnowledgeBase.from_settings(settings.knowledge)
     except UnsafeExposure as refused:
-        typer.echo(f"supportbot serve: {refused}", err=True)
+        typer.echo(f"error: {refused}", err=True)
+        raise typer.Exit(1) from None
+    except StoreInUse as exc:
+        typer.echo(
+            f"error: {exc}: stop it (a `supportbot kb` command or another `supportbot serve`), "
+            "or share a Qdrant server (SUPPORTBOT_KNOWLEDGE__QDRANT_URL)",
+            err=True,
+        )
         raise typer.Exit(1) from None
     uvicorn.run(app, host=settings.api.host, port=port)
 

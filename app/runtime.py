@@ -6,6 +6,7 @@ from functools import cache
 from typing import Any
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 from sqlalchemy import text
@@ -17,8 +18,8 @@ from app.agent.memory.middleware import MemoryMiddleware
 from app.agent.memory.recall import recall_history_tool
 from app.agent.memory.state import MemoryContext
 from app.agent.memory.summarizer import build_summary_model
-from app.agent.models import build_chat_model
-from app.agent.tools import knowledge_search_tool
+from app.agent.models import StepLimitMiddleware, build_chat_model, model_fault_middleware
+from app.agent.tools import knowledge_search_tool, tool_retry_middleware
 from app.chat.locks import ConversationLocks
 from app.chat.service import ChatService
 from app.db.engine import make_async_engine, make_session_factory
@@ -49,14 +50,32 @@ def agent_factory(
         settings.profiles.recall_results, settings.profiles.recall_token_budget
     )
 
+    # Shared by every profile: they hold settings only, no per-conversation state.
+    step_limit = StepLimitMiddleware(settings.llm.max_agent_steps)
+    model_faults = model_fault_middleware(settings.llm)
+    tool_retries = tool_retry_middleware(settings.llm)
+
     @cache
     def agent_for_profile(profile: str) -> Runnable[Any, Any]:
         memory = MemoryMiddleware(settings.profiles.definitions[profile], summarizer, recall)
+        # Listed outermost first. The step limit counts model-node runs, so retries and
+        # fallbacks inside one step do not use up steps. Memory shapes the request once,
+        # so every retry and the fallback send the same context. Fallback wraps retry wraps
+        # the Retry-After wait: each model gets its retries, the fallback only a failure
+        # that outlasted them. Cache hints come last, for the model actually called (a
+        # fallback may be another provider). Tool retries wrap tool calls only.
+        middleware: list[AgentMiddleware[Any, Any, Any]] = [
+            step_limit,
+            memory,
+            *model_faults,
+            ProviderCacheMiddleware(),
+            *tool_retries,
+        ]
         return create_agent(
             model,
             tools=tools,
             system_prompt=settings.chat.system_prompt,
-            middleware=[memory, ProviderCacheMiddleware()],
+            middleware=middleware,
             context_schema=MemoryContext,
         )
 
@@ -77,7 +96,7 @@ class Runtime:
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
         knowledge = KnowledgeBase.from_settings(settings.knowledge)
-        model = build_chat_model(settings.llm.model, settings.llm)
+        model = build_chat_model(settings.llm.model, settings.llm, client_retries=0)
         tracer = Tracer.from_settings(settings)
         chat = ChatService(
             settings,

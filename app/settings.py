@@ -3,10 +3,13 @@
 Groups: db, llm, knowledge, langfuse, observability, telegram, widget, api, expert, chat,
 profiles.
 Every field has an embedded default so the service runs with no configuration at all.
+Relative paths (`var/qdrant`, `sqlite:///./var/supportbot.db`, a sample path) resolve
+against one root, `SUPPORTBOT_HOME` (see `default_home`), never the working directory.
 """
 
 import ipaddress
 import itertools
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -15,11 +18,24 @@ from typing import Any, Literal
 import limits
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 from app.agent.memory.profiles import MemoryProfile, default_profiles
 
 Audience = Literal["staff", "client"]
 AUDIENCES: tuple[Audience, ...] = ("staff", "client")
+# The folder holding app/ and knowledge/: a source checkout, or site-packages once installed.
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_home() -> Path:
+    """The root of relative paths when SUPPORTBOT_HOME is unset: the source checkout the code
+    runs from (`make run`, `pip install -e .`), else the user's data folder
+    ($XDG_DATA_HOME/supportbot, by default ~/.local/share/supportbot)."""
+    if (SOURCE_ROOT / "pyproject.toml").is_file():
+        return SOURCE_ROOT
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data) / "supportbot"
 
 
 class DbSettings(BaseModel):
@@ -40,7 +56,26 @@ class LLMSettings(BaseModel):
     summary_model: str = Field("offline", description="cheaper model that folds summaries")
     expert_model: str = Field("offline", description="cheaper model for the expert subagent")
     supports_images: bool = False
-    max_agent_steps: int = Field(8, description="model calls per turn before the turn is cut")
+    max_agent_steps: int = Field(
+        8, ge=1, description="model calls per turn; then the turn ends saying it ran out of steps"
+    )
+    fallback_model: str | None = Field(
+        None,
+        description="model (same forms as `model`) that answers when `model` still fails "
+        "after its retries; unset: no fallback",
+    )
+    max_retries: int = Field(
+        2, ge=0, description="retries of a failed model call (429, 5xx, timeout, lost connection)"
+    )
+    retry_initial_delay_seconds: float = Field(
+        1.0, ge=0, description="backoff before the first retry; doubles with each retry"
+    )
+    retry_max_delay_seconds: float = Field(
+        30.0, ge=0, description="longest wait between retries, a provider's Retry-After included"
+    )
+    tool_max_retries: int = Field(
+        1, ge=0, description="retries of a failing knowledge-base search or expert call"
+    )
 
 
 class KnowledgeSettings(BaseModel):
@@ -48,7 +83,10 @@ class KnowledgeSettings(BaseModel):
     qdrant_url: str | None = Field(None, description="Qdrant server; local mode when unset")
     qdrant_api_key: SecretStr | None = None
     collection: str = "kb"
-    sample_path: Path = Path("./knowledge/sample_kb")
+    sample_path: Path = Field(
+        SOURCE_ROOT / "knowledge" / "sample_kb",
+        description="the sample knowledge base `supportbot kb ingest-sample` ingests",
+    )
     ingest_roots: list[Path] = Field(
         default_factory=list,
         description="folders `POST /v1/admin/kb/ingest` may read (symlinks out of them are "
@@ -344,7 +382,12 @@ class ExpertSettings(BaseModel):
     max_pages: int = Field(3, gt=0, description="fetch_page calls per question")
     max_page_chars: int = Field(6000, gt=0, description="characters of a page the model reads")
     max_facts: int = Field(5, gt=0, description="facts one answer carries at most")
-    fetch_timeout_seconds: float = Field(10.0, gt=0, description="per HTTP request")
+    fetch_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="whole time to fetch one page (connect, headers, body, redirects); "
+        "per read for web search",
+    )
     max_download_bytes: int = Field(2_000_000, gt=0, description="bytes read of one page")
     allow_private_addresses: bool = Field(
         False, description="let fetch_page open loopback and private addresses (tests only)"
@@ -382,6 +425,16 @@ class ProfilesSettings(BaseModel):
         return self
 
 
+def _sqlite_url_under(home: Path, url: str) -> str:
+    """A SQLite URL whose relative file path is made absolute under `home`; others as given."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return url
+    absolute = home / Path(database).expanduser()  # an absolute path stays what it is
+    return parsed.set(database=str(absolute)).render_as_string(hide_password=False)
+
+
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
@@ -413,6 +466,26 @@ class Settings(BaseSettings):
     expert: ExpertSettings = ExpertSettings()
     profiles: ProfilesSettings = ProfilesSettings()
     admin_token: SecretStr | None = Field(None, description="protects the admin endpoints")
+    home: Path = Field(
+        default_factory=default_home,
+        description="root that relative paths in the settings resolve against; unset: the "
+        "source checkout, or ~/.local/share/supportbot for an installed package",
+    )
+
+    @model_validator(mode="after")
+    def _resolve_relative_paths(self) -> "Settings":
+        self.home = self.home.expanduser().resolve()
+        self.knowledge = self.knowledge.model_copy(
+            update={
+                "qdrant_path": self.home / self.knowledge.qdrant_path.expanduser(),
+                "sample_path": self.home / self.knowledge.sample_path.expanduser(),
+                "ingest_roots": [
+                    self.home / root.expanduser() for root in self.knowledge.ingest_roots
+                ],
+            }
+        )
+        self.db = self.db.model_copy(update={"url": _sqlite_url_under(self.home, self.db.url)})
+        return self
 
     @model_validator(mode="after")
     def _credentials_apart(self) -> "Settings":

@@ -12,6 +12,7 @@ app = typer.Typer(help="The Telegram bot.", no_args_is_help=True)
 @app.command()
 def run() -> None:
     """Answer Telegram chats with long polling (settings: SUPPORTBOT_TELEGRAM__*)."""
+    from app.observability.redact import configured_secrets, install_log_redaction
     from app.runtime import Runtime
     from bot.application import ALLOWED_UPDATES, build_application
 
@@ -23,6 +24,7 @@ def run() -> None:
         raise typer.BadParameter("mode is webhook: `supportbot serve` runs the bot")
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level="INFO")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per getUpdates otherwise
+    install_log_redaction(configured_secrets(settings))  # request URLs carry the bot token
     runtime = Runtime.from_settings(settings)
 
     async def close_runtime(_: object) -> None:

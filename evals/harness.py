@@ -82,7 +82,7 @@ def open_knowledge(
 
 def chat_model(settings: Settings, config: EvalConfig, repeat: int) -> BaseChatModel:
     if settings.llm.model != OFFLINE:
-        return build_chat_model(settings.llm.model, settings.llm)
+        return build_chat_model(settings.llm.model, settings.llm, client_retries=0)
     return OfflineChatModel(
         searches_per_question=config.searches_per_question,
         seed=config.seed + repeat,

@@ -1,4 +1,5 @@
-"""Benchmarks of the knowledge base on the shared GnuCash manuals and dev conversations.
+"""Benchmarks of the knowledge base on the GnuCash manuals (Debian's gnucash-docs, or any
+folder laid out like it) and the dev conversations in evals/scenarios/.
 
 Retrieval: every turn with gold pages is a query (its text; a followup or return can also
 be prefixed with the text of the turn it refers to); a hit is a retrieved passage whose

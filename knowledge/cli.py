@@ -1,39 +1,142 @@
-"""`supportbot kb …`: ingest folders, search, inspect and benchmark the knowledge base."""
+"""`supportbot kb …`: ingest folders, search, inspect and benchmark the knowledge base.
+
+A user's mistake (a missing folder, a store another process holds, a collection that does
+not exist, a bad setting) is one line on stderr and a non-zero exit, never a traceback.
+"""
 
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.settings import get_settings
+from app.settings import SOURCE_ROOT, KnowledgeSettings, Settings, get_settings
 from knowledge import bench
-from knowledge.embeddings import DEFAULT_EMBEDDER, get_embedder
-from knowledge.store import IngestReport, KnowledgeBase, ProgressCallback, discover_files
+from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
+from knowledge.loaders import SUPPORTED_SUFFIXES
+from knowledge.store import (
+    EmbedderMismatch,
+    IngestReport,
+    KnowledgeBase,
+    ProgressCallback,
+    StoreInUse,
+    discover_files,
+)
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
 console = Console()
-SHARED_DIR = Path(__file__).resolve().parents[1] / ".." / "shared"
+DEFAULT_COLLECTION: str = KnowledgeSettings.model_fields["collection"].default
+# Where `make eval-data` copies the GnuCash manuals from Debian's gnucash-docs, under the home.
+MANUALS = Path("var") / "manuals"
+DEV_SCENARIOS = SOURCE_ROOT / "evals" / "scenarios"
 
 CollectionOption = Annotated[
     str | None, typer.Option(help="collection (default: the configured one)")
 ]
 
 
+def _fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _settings() -> Settings:
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"SUPPORTBOT_{'__'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+            for error in exc.errors()
+        )
+        _fail(f"invalid settings: {problems}", 2)
+
+
+def _embedder(name: str) -> Embedder:
+    try:
+        return get_embedder(name)
+    except (ValueError, RuntimeError) as exc:  # an unknown name; `use` not installed
+        _fail(str(exc), 2)
+
+
+def _where(location: str) -> str:
+    if location.startswith("local:"):
+        return f"the local Qdrant store {location.removeprefix('local:')}"
+    return f"the Qdrant server {location}"
+
+
+@contextmanager
+def _user_errors(location: str) -> Iterator[None]:
+    """What goes wrong with a store through no fault of ours, as one line."""
+    try:
+        yield
+    except StoreInUse as exc:
+        _fail(
+            f"{exc} (a local store admits one process, e.g. a running `supportbot serve`): "
+            "stop it, ingest through it (POST /v1/admin/kb/ingest with SUPPORTBOT_ADMIN_TOKEN), "
+            "or share a Qdrant server (SUPPORTBOT_KNOWLEDGE__QDRANT_URL)"
+        )
+    except EmbedderMismatch as exc:
+        _fail(str(exc))
+    except UnexpectedResponse as exc:
+        refused = exc.status_code in (401, 403)
+        hint = ": check SUPPORTBOT_KNOWLEDGE__QDRANT_API_KEY" if refused else ""
+        _fail(f"{_where(location)} answered {exc.status_code} {exc.reason_phrase}{hint}")
+    except ResponseHandlingException as exc:
+        _fail(f"cannot reach {_where(location)}: {exc}")
+
+
+def _open(location: str, opener: Callable[[], KnowledgeBase]) -> KnowledgeBase:
+    try:
+        return opener()
+    except OSError as exc:  # the store's folder is a file, or not writable
+        _fail(f"cannot open {_where(location)}: {exc.strerror or exc}")
+
+
 @contextmanager
 def _knowledge_base() -> Iterator[KnowledgeBase]:
-    kb = KnowledgeBase.from_settings(get_settings().knowledge)
-    try:
-        yield kb
-    finally:
-        # Before interpreter shutdown: the local client cannot release its lock during it.
-        kb.close()
+    settings = _settings().knowledge
+    _embedder(settings.embedder)  # a bad name as one line; from_settings reuses the instance
+    location = settings.qdrant_url or f"local:{settings.qdrant_path}"
+    with _user_errors(location):
+        kb = _open(location, lambda: KnowledgeBase.from_settings(settings))
+        try:
+            yield kb
+        finally:
+            # Before interpreter shutdown: the local client cannot release its lock during it.
+            kb.close()
+
+
+def _require_collection(kb: KnowledgeBase, name: str) -> None:
+    existing = sorted(collection.name for collection in kb.client.get_collections().collections)
+    if name in existing:
+        return
+    holds = (
+        f"it holds {', '.join(existing)}"
+        if existing
+        else "it holds none: ingest a folder with `supportbot kb ingest PATH`"
+    )
+    _fail(f"no collection {name!r} in {_where(kb.location)}; {holds}")
+
+
+def _documents(path: Path, what: str = "documents") -> list[Path]:
+    """The files to ingest from PATH, or one line saying why there are none."""
+    path = path.resolve()
+    if not path.exists():
+        _fail(f"no such file or folder: {path}", 2)
+    if path.is_file() and path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        _fail(f"{path} is not HTML, Markdown or PDF ({' '.join(SUPPORTED_SUFFIXES)})", 2)
+    files = discover_files(path)
+    if not files:
+        _fail(f"no HTML, Markdown or PDF files under {path}: no {what} to ingest", 2)
+    return files
 
 
 @contextmanager
@@ -51,8 +154,10 @@ def _file_progress(description: str, total: int) -> Iterator[ProgressCallback]:
         yield lambda source: bar.update(task, advance=1, source=source)
 
 
-def _ingest_with_progress(kb: KnowledgeBase, path: Path, collection: str | None) -> IngestReport:
-    with _file_progress(f"Ingesting {path.name}", len(discover_files(path.resolve()))) as progress:
+def _ingest_with_progress(
+    kb: KnowledgeBase, path: Path, files: int, collection: str | None
+) -> IngestReport:
+    with _file_progress(f"Ingesting {path.name}", files) as progress:
         return kb.ingest(path, collection, progress=progress)
 
 
@@ -74,11 +179,30 @@ def ingest(
 ) -> None:
     """Mirror a folder into the knowledge base: new and changed files are (re)indexed,
     files that are gone are removed, unchanged files are skipped."""
-    if not path.exists():
-        console.print(f"[red]no such file or folder: {path}")
-        raise typer.Exit(2)
+    files = _documents(path)
     with _knowledge_base() as kb:
-        report = _ingest_with_progress(kb, path, collection)
+        report = _ingest_with_progress(kb, path, len(files), collection)
+    _print_report(report)
+    if report.errors:
+        raise typer.Exit(1)
+
+
+@app.command("ingest-sample")
+def ingest_sample() -> None:
+    """Ingest the sample knowledge base (SUPPORTBOT_KNOWLEDGE__SAMPLE_PATH) into the default
+    collection; skipped when another collection is configured, so that the sample never
+    mixes with your own documents."""
+    settings = _settings().knowledge
+    if settings.collection != DEFAULT_COLLECTION:
+        typer.echo(
+            f"sample knowledge base skipped: the configured collection is "
+            f"{settings.collection!r} (SUPPORTBOT_KNOWLEDGE__COLLECTION), and the sample "
+            f"goes only into the default {DEFAULT_COLLECTION!r}"
+        )
+        return
+    files = _documents(settings.sample_path, "sample documents")
+    with _knowledge_base() as kb:
+        report = _ingest_with_progress(kb, settings.sample_path, len(files), DEFAULT_COLLECTION)
     _print_report(report)
     if report.errors:
         raise typer.Exit(1)
@@ -94,6 +218,7 @@ def search(
 ) -> None:
     """Search the knowledge base."""
     with _knowledge_base() as kb:
+        _require_collection(kb, collection or kb.collection)
         passages = kb.search(query, k, collection=collection, language=language)
     if as_json:
         hits = [
@@ -122,8 +247,9 @@ def stats(
     collection: CollectionOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Documents and chunks in a collection, by language."""
+    """Documents and chunks in a collection, by language, and where the store is."""
     with _knowledge_base() as kb:
+        _require_collection(kb, collection or kb.collection)
         result = kb.stats(collection)
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
@@ -134,10 +260,14 @@ def stats(
 
 @app.command(name="bench")
 def run_bench(
-    kb_dir: Annotated[Path, typer.Option(help="documentation to ingest")] = SHARED_DIR
-    / "kb"
-    / "gnucash",
-    evals_dir: Annotated[Path, typer.Option(help="dev conversations")] = SHARED_DIR / "evals",
+    kb_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="the GnuCash manuals, where the gold paths start (default: var/manuals "
+            "under SUPPORTBOT_HOME, which `make eval-data` fills)"
+        ),
+    ] = None,
+    evals_dir: Annotated[Path, typer.Option(help="the dev conversations")] = DEV_SCENARIOS,
     embedder: Annotated[str, typer.Option(help="e5 or use")] = DEFAULT_EMBEDDER,
     qdrant_path: Annotated[
         Path | None, typer.Option(help="local store to (re)use; a temporary one by default")
@@ -147,28 +277,52 @@ def run_bench(
 ) -> None:
     """Ingest KB_DIR into a local store (time, chunks, peak memory), then score retrieval on
     the dev conversations and the translated questions, dense and hybrid, and time searches."""
-    settings = get_settings().knowledge
-    with tempfile.TemporaryDirectory(prefix="kb-bench-") as temporary:
-        kb = KnowledgeBase.open_local(
-            qdrant_path or Path(temporary),
-            collection="bench",
-            embedder=get_embedder(embedder),
-            chunk_tokens=settings.chunk_tokens,
-            min_chunk_tokens=settings.min_chunk_tokens,
-            embed_tokens=settings.embed_tokens,
+    settings = _settings()
+    kb_dir = kb_dir or settings.home / MANUALS
+    if not kb_dir.exists():
+        _fail(
+            f"no manuals at {kb_dir.resolve()}: run `make eval-data` (copies them from Debian's "
+            "gnucash-docs) or give their folder with --kb-dir, e.g. /usr/share/doc/gnucash-docs",
+            2,
         )
-        try:
-            figures = _bench(kb, kb_dir, evals_dir, language, settings.top_k)
-        finally:
-            kb.close()
+    if not kb_dir.is_dir():
+        _fail(f"--kb-dir {kb_dir.resolve()} is a file: give the folder of the manuals", 2)
+    files = _documents(kb_dir, "manuals")
+    missing = [name for name in bench.EVAL_FILES if not (evals_dir / name).is_file()]
+    if missing:
+        found = f"{', '.join(missing)} in {evals_dir.resolve()}"
+        _fail(f"no dev conversations {found} (--evals-dir)", 2)
+    if output and not output.resolve().parent.is_dir():
+        _fail(f"no folder {output.resolve().parent} to write --output into", 2)
+    knowledge = settings.knowledge
+    chosen = _embedder(embedder)
+    with tempfile.TemporaryDirectory(prefix="kb-bench-") as temporary:
+        store = (qdrant_path or Path(temporary)).resolve()
+        location = f"local:{store}"
+        with _user_errors(location):
+            kb = _open(
+                location,
+                lambda: KnowledgeBase.open_local(
+                    store,
+                    collection="bench",
+                    embedder=chosen,
+                    chunk_tokens=knowledge.chunk_tokens,
+                    min_chunk_tokens=knowledge.min_chunk_tokens,
+                    embed_tokens=knowledge.embed_tokens,
+                ),
+            )
+            try:
+                figures = _bench(kb, kb_dir, len(files), evals_dir, language, knowledge.top_k)
+            finally:
+                kb.close()
     if output:
         output.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
 
 
 def _bench(
-    kb: KnowledgeBase, kb_dir: Path, evals_dir: Path, language: str, top_k: int
+    kb: KnowledgeBase, kb_dir: Path, files: int, evals_dir: Path, language: str, top_k: int
 ) -> dict[str, Any]:
-    with _file_progress("Ingesting", len(discover_files(kb_dir.resolve()))) as progress:
+    with _file_progress("Ingesting", files) as progress:
         measured = bench.measure_ingest(kb, kb_dir, progress=progress)
     _print_report(measured.report)
     stats = kb.stats()

@@ -44,6 +44,18 @@ _INDEXED_FIELDS = ("source", "language", "root")
 ProgressCallback = Callable[[str], None]  # called once per file with its source path
 
 
+class StoreInUse(RuntimeError):
+    """A local Qdrant folder is open in another process: local mode allows one client."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"the local Qdrant store {path} is open in another process")
+        self.path = path
+
+
+class EmbedderMismatch(ValueError):
+    """A collection's vectors were made by another embedder (their size differs)."""
+
+
 @dataclass
 class IngestReport:
     collection: str
@@ -122,8 +134,16 @@ class KnowledgeBase:
 
     @classmethod
     def open_local(cls, path: Path, **options: Any) -> "KnowledgeBase":
+        path = path.resolve()
         path.mkdir(parents=True, exist_ok=True)
-        return cls(QdrantClient(path=str(path)), location=f"local:{path}", **options)
+        try:
+            client = QdrantClient(path=str(path))
+        except RuntimeError as exc:
+            # qdrant_client.local.qdrant_local: the folder's .lock is held by another client.
+            if "already accessed by another instance" in str(exc):
+                raise StoreInUse(path) from exc
+            raise
+        return cls(client, location=f"local:{path}", **options)
 
     @classmethod
     def from_settings(cls, settings: KnowledgeSettings) -> "KnowledgeBase":
@@ -398,7 +418,7 @@ class KnowledgeBase:
                 vectors = info.config.params.vectors
                 size = vectors[DENSE].size if isinstance(vectors, dict) else None
                 if size != self.embedder.dimension:
-                    raise ValueError(
+                    raise EmbedderMismatch(
                         f"collection {name!r} holds {size}-dimensional vectors, the embedder "
                         f"{self.embedder.name} makes {self.embedder.dimension}: ingest into "
                         "another collection or delete this one"

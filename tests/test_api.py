@@ -104,7 +104,7 @@ def test_health_and_readiness(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"ready": True, "database": True, "vector_store": True}
+    assert ready.json() == {"ready": True, "database": True, "vector_store": True, "down": []}
 
 
 def test_openapi_documents_the_turn_with_examples(client: TestClient) -> None:

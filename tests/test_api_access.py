@@ -157,7 +157,7 @@ def test_serve_says_why_it_will_not_start(monkeypatch: pytest.MonkeyPatch) -> No
         get_settings.cache_clear()
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
-        "supportbot serve: refusing to serve on 0.0.0.0: without SUPPORTBOT_API__KEYS the API "
+        "error: refusing to serve on 0.0.0.0: without SUPPORTBOT_API__KEYS the API "
         "is open to anyone, which is only allowed on a loopback address (e.g. 127.0.0.1)"
     ]
 

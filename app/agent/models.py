@@ -1,20 +1,46 @@
 """Chat model selection: the offline model, any init_chat_model provider, or an
-OpenAI-compatible endpoint (OpenRouter, Ollama, vLLM, llama.cpp server)."""
+OpenAI-compatible endpoint (OpenRouter, Ollama, vLLM, llama.cpp server); and the
+middleware that keeps a turn answering when its model fails or runs long."""
 
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelCallLimitMiddleware,
+    ModelFallbackMiddleware,
+    ModelRequest,
+    ModelResponse,
+    ModelRetryMiddleware,
+    hook_config,
+)
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
+from langgraph.runtime import Runtime
 
 from app.agent.offline import OfflineChatModel
 from app.settings import LLMSettings
 
 OFFLINE = "offline"
+OUT_OF_STEPS = (
+    "I ran out of steps for this question before I could finish my answer. "
+    "Please ask again, perhaps one part at a time."
+)
 
 
-def build_chat_model(name: str, llm: LLMSettings) -> BaseChatModel:
-    """`name` is `offline`, a `provider:model` spec, or a model served at `llm.base_url`."""
+def build_chat_model(
+    name: str, llm: LLMSettings, *, client_retries: int | None = None
+) -> BaseChatModel:
+    """`name` is `offline`, a `provider:model` spec, or a model served at `llm.base_url`.
+    An endpoint's client retries `client_retries` times (default `llm.max_retries`); the
+    main agent's models pass 0, as its ModelRetryMiddleware retries them."""
     if name == OFFLINE:
         return OfflineChatModel()
     api_key = llm.api_key.get_secret_value() if llm.api_key else None
@@ -26,6 +52,89 @@ def build_chat_model(name: str, llm: LLMSettings) -> BaseChatModel:
             temperature=llm.temperature,
             timeout=llm.timeout_seconds,
             stream_usage=True,
+            max_retries=llm.max_retries if client_retries is None else client_retries,
         )
     extra: dict[str, Any] = {"api_key": api_key} if api_key else {}
     return init_chat_model(name, temperature=llm.temperature, timeout=llm.timeout_seconds, **extra)
+
+
+def retry_after_seconds(error: BaseException) -> float | None:
+    """How long a provider asked the client to wait (`Retry-After` in seconds or as a date,
+    or OpenAI's `retry-after-ms`), read from the HTTP response an SDK error carries."""
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    if headers is None:
+        return None
+    with contextlib.suppress(TypeError, ValueError):  # a header no client could read
+        if milliseconds := headers.get("retry-after-ms"):
+            return max(0.0, float(milliseconds) / 1000)
+        if value := headers.get("retry-after"):
+            if value.strip().isdigit():
+                return float(value)
+            return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    return None
+
+
+class RetryAfterMiddleware(AgentMiddleware[Any, Any, Any]):
+    """Waits as long as the provider's Retry-After asks (at most `max_wait`) before the
+    failure reaches ModelRetryMiddleware, whose own backoff (LangChain 1.5.2) ignores it."""
+
+    def __init__(self, max_wait: float) -> None:
+        super().__init__()
+        self.max_wait = max_wait
+
+    def _wait(self, error: Exception) -> float:
+        return min(retry_after_seconds(error) or 0.0, self.max_wait)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage:
+        try:
+            return handler(request)
+        except Exception as error:
+            time.sleep(self._wait(error))
+            raise
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage:
+        try:
+            return await handler(request)
+        except Exception as error:
+            await asyncio.sleep(self._wait(error))
+            raise
+
+
+class StepLimitMiddleware(ModelCallLimitMiddleware[Any]):
+    """`ModelCallLimitMiddleware(exit_behavior="end")` for one turn, whose last message
+    tells the user the turn ran out of steps (instead of the limit's internal wording)."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(run_limit=steps, exit_behavior="end")
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        update = super().before_model(state, runtime)
+        if update is not None and update.get("jump_to") == "end":
+            return {**update, "messages": [AIMessage(OUT_OF_STEPS)]}
+        return update
+
+
+def model_fault_middleware(llm: LLMSettings) -> list[AgentMiddleware[Any, Any, Any]]:
+    """Fallback (when configured) around retries around the Retry-After wait, outermost
+    first: each model, the fallback too, gets its retries; the fallback sees only a
+    failure that outlasted them (on_failure="error", so the failure is not an answer)."""
+    retry = ModelRetryMiddleware(
+        max_retries=llm.max_retries,
+        on_failure="error",
+        initial_delay=llm.retry_initial_delay_seconds,
+        max_delay=llm.retry_max_delay_seconds,
+    )
+    wait = RetryAfterMiddleware(llm.retry_max_delay_seconds)
+    if not llm.fallback_model:  # unset or empty (compose passes an empty variable)
+        return [retry, wait]
+    fallback = ModelFallbackMiddleware(build_chat_model(llm.fallback_model, llm, client_retries=0))
+    return [fallback, retry, wait]

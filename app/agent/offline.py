@@ -41,6 +41,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _MARKUP = re.compile(r"\*\*|__|`|^\s*(?:[-*+]|\d+\.)\s+|^#+\s+")
 NOT_FOUND = "I could not find this in the knowledge base."
+CANNOT_SEARCH = "I cannot search the knowledge base right now. Please try again later."
 
 
 # Words a reformulated query leaves out: they match every page equally.
@@ -164,6 +165,8 @@ class OfflineChatModel(BaseChatModel):
         this_turn = [m for m in messages[last_user + 1 :] if isinstance(m, ToolMessage)]
         searches = [m for m in this_turn if m.name in (SEARCH_TOOL, None)]
         passages = [p for result in searches for p in (result.artifact or [])]
+        if not passages and any(m.status == "error" for m in searches):
+            return AIMessage(content=CANNOT_SEARCH)  # the tool's retries are used up
         if SEARCH_TOOL in tool_names and len(searches) < self._searches_for(question):
             earlier = [m for m in messages[:last_user] if isinstance(m, HumanMessage)]
             previous = strip_author(message_text(earlier[-1])) if earlier else None

@@ -1,15 +1,27 @@
-"""The main agent's tools."""
+"""The main agent's tools, and what the agent is told when one of them stays down."""
 
 from dataclasses import asdict
 
+from langchain.agents.middleware import ToolRetryMiddleware
 from langchain_core.tools import BaseTool, tool
 
+from app.agent.expert.agent import ASK_EXPERT
+from app.settings import LLMSettings
 from knowledge.format import format_passages
 from knowledge.types import Passage, Retriever
 
+KNOWLEDGE_TOOL = "search_knowledge_base"
+# What a tool returns once its retries are used up: the model answers without it, and says so.
+UNAVAILABLE = {
+    KNOWLEDGE_TOOL: "The knowledge base is unavailable right now. Answer without it and tell "
+    "the user that you cannot search the help center at the moment.",
+    ASK_EXPERT: "Web research is unavailable right now. Answer without it and tell the user "
+    "that you cannot research this on the web at the moment.",
+}
+
 
 def knowledge_search_tool(retriever: Retriever, k: int, token_budget: int) -> BaseTool:
-    @tool(response_format="content_and_artifact")
+    @tool(KNOWLEDGE_TOOL, response_format="content_and_artifact")
     def search_knowledge_base(query: str) -> tuple[str, list[dict[str, object]]]:
         """Search the product's help center. Use a short, specific query in the
         language of the documentation; returns numbered passages with their sources."""
@@ -17,3 +29,27 @@ def knowledge_search_tool(retriever: Retriever, k: int, token_budget: int) -> Ba
         return format_passages(query, passages, token_budget), [asdict(p) for p in passages]
 
     return search_knowledge_base
+
+
+class ToolRetry(ToolRetryMiddleware):
+    """LangChain's ToolRetryMiddleware for one tool, ending in that tool's `UNAVAILABLE`
+    note rather than the exception's text (which may hold internal addresses)."""
+
+    def __init__(self, tool_name: str, llm: LLMSettings) -> None:
+        note = UNAVAILABLE[tool_name]
+        super().__init__(
+            tools=[tool_name],
+            max_retries=llm.tool_max_retries,
+            on_failure=lambda _error: note,
+            initial_delay=llm.retry_initial_delay_seconds,
+            max_delay=llm.retry_max_delay_seconds,
+        )
+        self.tool_name = tool_name
+
+    @property
+    def name(self) -> str:  # create_agent wants one name per middleware instance
+        return f"ToolRetry[{self.tool_name}]"
+
+
+def tool_retry_middleware(llm: LLMSettings) -> list[ToolRetry]:
+    return [ToolRetry(name, llm) for name in UNAVAILABLE]

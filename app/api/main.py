@@ -7,6 +7,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 
 from app.api import admin, conversations, health, telegram, widget
 from app.api.body_limit import BodySizeLimit
@@ -14,6 +15,7 @@ from app.api.errors import install_error_handlers
 from app.api.rate_limits import TurnRateLimits
 from app.chat.service import TurnFailed
 from app.observability.metrics import exposition
+from app.observability.redact import configured_secrets, install_log_redaction
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
 
@@ -40,13 +42,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Here, not in create_app: uvicorn has set up its log handlers by now.
+        install_log_redaction(configured_secrets(settings))
         app.state.runtime = Runtime.from_settings(settings)
         app.state.turn_limits = TurnRateLimits(settings.api)
         async with telegram.webhook_bot(app):
             yield
         await app.state.runtime.aclose()
 
-    app = FastAPI(
+    # /docs and /redoc with their assets served by the app: they work with no network.
+    app = FastAPIOffline(
         title="supportbot",
         version="0.1.0",
         description="Customer-support chatbot with cache-aware memory profiles.",

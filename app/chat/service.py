@@ -217,7 +217,8 @@ class ChatService:
                 turn.trace_id = trace.trace_id
                 config: RunnableConfig = {
                     "callbacks": [collector, *trace.callbacks],
-                    "recursion_limit": 2 * self._settings.llm.max_agent_steps + 1,
+                    # A backstop only: StepLimitMiddleware ends the turn with an answer first.
+                    "recursion_limit": 10 * self._settings.llm.max_agent_steps,
                     "metadata": {
                         "conversation": conversation.key,
                         "turn": turn.number,

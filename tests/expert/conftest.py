@@ -1,14 +1,16 @@
 """A small web on 127.0.0.1: a fake SearxNG (and Tavily) over a few HTML pages, recording
-every request, and test doubles for the expert's and the main agent's models."""
+every request, also over TLS, and test doubles for the expert's and the main agent's models."""
 
 import contextlib
 import json
 import re
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -43,6 +45,12 @@ COOKING_PAGE = """<html><head><title>Pancakes</title></head><body><article>
 <p>Serve the pancakes warm with maple syrup or fresh fruit.</p>
 </article></body></html>"""
 
+# A CA and a certificate for `docs.example` it signed, valid until 2126, made with openssl
+# (`req -x509` for the CA; `req` + `x509 -req` with subjectAltName=DNS:docs.example).
+TLS = Path(__file__).parent / "tls"
+TLS_HOST = "docs.example"
+DRIP_CHUNKS = 200  # a dripping page sends 16 bytes every 50 ms: 10 s for its body
+
 _WORD = re.compile(r"\w{4,}")
 _TITLE = re.compile(r"<title>(.*?)</title>")
 
@@ -58,7 +66,9 @@ def _words(html: str) -> set[str]:
 @dataclass
 class FakeWeb:
     """Pages by path; `/search` ranks them by words shared with `q` (SearxNG's JSON
-    shape), `/tavily` answers Tavily's POST. `requests` lists every path asked for."""
+    shape), `/tavily` answers Tavily's POST; `/drip/headers` and `/drip/body` send their
+    headers or body 16 bytes at a time. `requests` lists every path asked for, `hosts` its
+    Host header, `server_names` the TLS SNI names."""
 
     pages: dict[str, str]
     redirects: dict[str, str] = field(default_factory=dict)
@@ -66,6 +76,9 @@ class FakeWeb:
     requests: list[str] = field(default_factory=list)
     tavily_auth: list[str] = field(default_factory=list)
     search_delay: float = 0.0
+    hosts: list[str] = field(default_factory=list)
+    server_names: list[str | None] = field(default_factory=list)
+    dripped_chunks: int = 0
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -98,10 +111,34 @@ def _handler(web: FakeWeb) -> type[BaseHTTPRequestHandler]:
             with contextlib.suppress(BrokenPipeError):  # the client gave up (time budget)
                 self.wfile.write(data)
 
+        def _drip(self, data: bytes) -> None:
+            """16 bytes of `data` every 50 ms; stops when the client hangs up."""
+            try:
+                for offset in range(0, len(data), 16):
+                    self.wfile.write(data[offset : offset + 16])
+                    self.wfile.flush()
+                    web.dripped_chunks += 1
+                    time.sleep(0.05)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def _send_dripping(self, headers_too: bool) -> None:
+            body = b"slow page text. " * DRIP_CHUNKS
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+            head += b"Content-Length: %d\r\n" % len(body)
+            if headers_too:
+                self._drip(head + b"X-Padding: " + b"p" * len(body) + b"\r\n\r\n" + body)
+            else:
+                self.wfile.write(head + b"\r\n")
+                self._drip(body)
+
         def do_GET(self) -> None:
             web.requests.append(self.path)
+            web.hosts.append(self.headers.get("Host", ""))
             parts = urlsplit(self.path)
-            if parts.path == "/search":
+            if parts.path in ("/drip/headers", "/drip/body"):
+                self._send_dripping(headers_too=parts.path == "/drip/headers")
+            elif parts.path == "/search":
                 time.sleep(web.search_delay)
                 query = parse_qs(parts.query)["q"][0]
                 payload = {"query": query, "results": web.results(query)}
@@ -126,17 +163,43 @@ def _handler(web: FakeWeb) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def web() -> Iterator[FakeWeb]:
+@contextlib.contextmanager
+def _serve(tls: bool) -> Iterator[FakeWeb]:
     fake = FakeWeb({"/gnucash-5-9": RELEASE_PAGE, "/pancakes": COOKING_PAGE})
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    server.daemon_threads = True  # a dripping page may still be sending at shutdown
     fake.base_url = f"http://127.0.0.1:{server.server_port}"
+    if tls:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(TLS / f"{TLS_HOST}.pem")
+        context.sni_callback = lambda _socket, name, _context: fake.server_names.append(name)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        fake.base_url = f"https://{TLS_HOST}:{server.server_port}"
     fake.pages["/sparkasse-export"] = INJECTED_PAGE.format(exfil=fake.url("/exfil"))
     thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     yield fake
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def web() -> Iterator[FakeWeb]:
+    with _serve(tls=False) as fake:
+        yield fake
+
+
+@pytest.fixture
+def tls_web() -> Iterator[FakeWeb]:
+    """The same web over HTTPS on 127.0.0.1 with a certificate for `docs.example`, signed by
+    the CA in tests/expert/tls/ (`tls_client_context` trusts it); its URLs name the host."""
+    with _serve(tls=True) as fake:
+        yield fake
+
+
+@pytest.fixture
+def tls_client_context() -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=TLS / "ca.pem")
 
 
 @pytest.fixture

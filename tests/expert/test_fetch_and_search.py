@@ -1,18 +1,49 @@
 """Page fetching guards, the search backends, and when `ask_expert` is offered."""
 
-import httpx
+import ssl
+
 import pytest
 from pydantic import SecretStr
 
 from app.agent.expert import ask_expert_tool
-from app.agent.expert.fetch import FetchRefused, PageFetcher, check_url
+from app.agent.expert.fetch import FetchRefused, PageFetcher
 from app.agent.expert.search import SearchResult, SearxngBackend, TavilyBackend, search_backend
 from app.settings import ExpertSettings, Settings
-from tests.expert.conftest import FakeWeb
+from tests.expert.conftest import DRIP_CHUNKS, TLS_HOST, FakeWeb
+
+PUBLIC_ADDRESS = "93.184.215.14"  # a public address; tests/conftest.py blocks connecting to it
 
 
 def fetcher(allow_private: bool = True, max_bytes: int = 1_000_000) -> PageFetcher:
     return PageFetcher(5.0, max_bytes, allow_private)
+
+
+class FakeResolver:
+    """Answers host names from `answers`, each name's list of answers in turn (the last one
+    repeats), as a DNS server under an attacker's control can; records every question."""
+
+    def __init__(self, **answers: list[list[str]]) -> None:
+        self._answers = {host.replace("_", "."): list(seq) for host, seq in answers.items()}
+        self.asked: list[str] = []
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append(host)
+        answers = self._answers[host]
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+
+def pinned_fetcher(
+    resolver: FakeResolver, timeout: float = 5.0, ssl_context: ssl.SSLContext | None = None
+) -> PageFetcher:
+    """Private addresses refused, except the tests' own loopback server at 127.0.0.1."""
+    return PageFetcher(
+        timeout,
+        1_000_000,
+        allow_private_addresses=False,
+        resolver=resolver,
+        ssl_context=ssl_context,
+        exempt_addresses=["127.0.0.1"],
+    )
 
 
 @pytest.mark.parametrize(
@@ -34,7 +65,7 @@ async def test_private_and_loopback_addresses_are_refused(url: str) -> None:
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "javascript:1"])
 async def test_only_http_and_https_are_fetched(url: str) -> None:
     with pytest.raises(FetchRefused, match="only http and https"):
-        await check_url(httpx.URL(url), allow_private_addresses=True)
+        await fetcher().fetch(url)
 
 
 async def test_a_page_is_extracted_without_its_boilerplate(web: FakeWeb) -> None:
@@ -69,6 +100,107 @@ async def test_missing_pages_and_other_media_are_refused(web: FakeWeb) -> None:
         await fetcher().fetch(web.url("/nowhere"))
     with pytest.raises(FetchRefused, match="application/json, not a readable page"):
         await fetcher().fetch(web.url("/search?q=gnucash&format=json"))
+
+
+@pytest.mark.parametrize("path", ["/drip/headers", "/drip/body"])
+async def test_a_dripping_server_is_cut_at_the_deadline_for_the_whole_page(
+    web: FakeWeb, path: str
+) -> None:
+    """Each 16-byte read arrives well within the timeout; the page as a whole does not."""
+    with pytest.raises(FetchRefused, match=r"took longer than 0.5 s"):
+        await PageFetcher(0.5, 1_000_000, allow_private_addresses=True).fetch(web.url(path))
+
+    assert web.requests == [path]
+    assert web.dripped_chunks < DRIP_CHUNKS  # cut, not read to the end
+
+
+async def test_the_checked_address_is_the_one_connected_to(web: FakeWeb) -> None:
+    resolver = FakeResolver(docs_example=[["127.0.0.1"]])
+    port = web.base_url.rsplit(":", 1)[1]
+
+    page = await pinned_fetcher(resolver).fetch(f"http://docs.example:{port}/gnucash-5-9")
+
+    assert page.title == "GnuCash 5.9 release notes"
+    assert resolver.asked == ["docs.example"]
+    assert web.hosts == [f"docs.example:{port}"]  # the Host header keeps the name
+
+
+async def test_dns_rebinding_cannot_reach_a_loopback_page(web: FakeWeb) -> None:
+    """The check sees a public address, a second lookup would give 127.0.0.1, and the
+    system resolver maps `localhost` there too: only the checked address is connected to."""
+    resolver = FakeResolver(localhost=[[PUBLIC_ADDRESS], ["127.0.0.1"]])
+    port = web.base_url.rsplit(":", 1)[1]
+
+    with pytest.raises(FetchRefused, match=f"could not be fetched: {PUBLIC_ADDRESS}"):
+        await pinned_fetcher(resolver).fetch(f"http://localhost:{port}/gnucash-5-9")
+
+    assert resolver.asked == ["localhost"]
+    assert web.requests == []
+
+
+async def test_an_address_that_refuses_the_connection_is_skipped_for_the_next(
+    web: FakeWeb,
+) -> None:
+    resolver = FakeResolver(docs_example=[[PUBLIC_ADDRESS, "127.0.0.1"]])
+    port = web.base_url.rsplit(":", 1)[1]
+
+    page = await pinned_fetcher(resolver).fetch(f"http://docs.example:{port}/gnucash-5-9")
+
+    assert page.title == "GnuCash 5.9 release notes"
+
+
+@pytest.mark.parametrize(
+    ("location", "refused"),
+    [
+        ("http://metadata.internal/latest/meta-data/", "169.254.169.254"),
+        ("http://mixed.example/admin", "10.1.2.3"),
+        ("http://10.0.0.8/admin", "10.0.0.8"),
+        ("http://[::1]:8080/admin", "::1"),
+    ],
+)
+async def test_a_redirect_to_a_private_address_is_refused(
+    web: FakeWeb, location: str, refused: str
+) -> None:
+    resolver = FakeResolver(
+        docs_example=[["127.0.0.1"]],
+        metadata_internal=[["169.254.169.254"]],
+        mixed_example=[[PUBLIC_ADDRESS, "10.1.2.3"]],
+    )
+    web.redirects["/moved"] = location
+    port = web.base_url.rsplit(":", 1)[1]
+
+    with pytest.raises(FetchRefused, match=rf"non-public address \({refused}\)"):
+        await pinned_fetcher(resolver).fetch(f"http://docs.example:{port}/moved")
+
+    assert web.requests == ["/moved"]
+
+
+async def test_https_to_the_pinned_address_verifies_the_certificate_of_the_name(
+    tls_web: FakeWeb, tls_client_context: ssl.SSLContext
+) -> None:
+    resolver = FakeResolver(docs_example=[["127.0.0.1"]])
+
+    page = await pinned_fetcher(resolver, ssl_context=tls_client_context).fetch(
+        tls_web.url("/gnucash-5-9")
+    )
+
+    assert page.title == "GnuCash 5.9 release notes"
+    assert tls_web.server_names == [TLS_HOST]
+    assert tls_web.hosts == [tls_web.base_url.removeprefix("https://")]
+
+
+async def test_https_to_a_name_the_certificate_does_not_cover_is_refused(
+    tls_web: FakeWeb, tls_client_context: ssl.SSLContext
+) -> None:
+    resolver = FakeResolver(other_example=[["127.0.0.1"]])
+    port = tls_web.base_url.rsplit(":", 1)[1]
+
+    with pytest.raises(FetchRefused, match="CERTIFICATE_VERIFY_FAILED"):
+        await pinned_fetcher(resolver, ssl_context=tls_client_context).fetch(
+            f"https://other.example:{port}/gnucash-5-9"
+        )
+
+    assert tls_web.requests == []
 
 
 async def test_tavily_backend_sends_the_key_and_reads_results(web: FakeWeb) -> None:

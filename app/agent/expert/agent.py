@@ -67,6 +67,10 @@ task). {FETCH_PAGE} opens only URLs that {WEB_SEARCH} returned.
 as the question is answered."""
 
 
+class WebSearchUnavailable(RuntimeError):
+    """Every web search of a question failed: the search backend is down."""
+
+
 class Expert:
     def __init__(self, settings: ExpertSettings, model: BaseChatModel, backend: SearchBackend):
         self._settings = settings
@@ -121,6 +125,10 @@ class Expert:
             stopped = "step budget"
         except TimeoutError:
             stopped = "time budget"
+        if notebook.failed_searches and not notebook.results:
+            # Not "the web has no answer": the main agent's ToolRetryMiddleware retries,
+            # then tells it web research is unavailable.
+            raise WebSearchUnavailable(f"{notebook.failed_searches} web searches failed")
         limit = self._settings.max_facts
         facts = (
             verified_facts(report.facts, notebook, limit)

@@ -1,9 +1,11 @@
-"""Fetching one web page for the expert: http(s) only, public addresses only, bounded in
-time and size, main text extracted with trafilatura."""
+"""Fetching one web page for the expert: http(s) only, public addresses only, one deadline
+for the whole page, bounded in size, main text extracted with trafilatura."""
 
 import asyncio
 import ipaddress
 import socket
+import ssl
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 import httpx
@@ -13,6 +15,10 @@ from trafilatura.settings import Document
 READABLE_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
 MAX_REDIRECTS = 3
 USER_AGENT = "supportbot-expert/0.1"
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+# (host, port) -> the host's addresses; the default asks the system (getaddrinfo).
+Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
 class FetchRefused(Exception):
@@ -26,26 +32,17 @@ class Page:
     text: str
 
 
-async def check_url(url: httpx.URL, allow_private_addresses: bool) -> None:
-    """Refuses anything but http(s) to hosts whose every address is public. Checked again
-    on each redirect; a host can still re-resolve between this check and the connection
-    (DNS rebinding), see docs/expert.md."""
-    if url.scheme not in ("http", "https") or not url.host:
-        raise FetchRefused(f"only http and https URLs can be fetched, not {url}")
-    if allow_private_addresses:
-        return
-    try:
-        resolved = await asyncio.get_running_loop().getaddrinfo(
-            url.host, url.port or (443 if url.scheme == "https" else 80), type=socket.SOCK_STREAM
-        )
-    except OSError as error:
-        raise FetchRefused(f"cannot resolve {url.host}: {error}") from error
-    for *_, sockaddr in resolved:
-        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-            address = address.ipv4_mapped
-        if not address.is_global:
-            raise FetchRefused(f"{url.host} resolves to a non-public address ({address})")
+async def resolve_host(host: str, port: int) -> list[str]:
+    resolved = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(sockaddr[0]) for *_, sockaddr in resolved]
+
+
+def parse_address(text: str) -> Address:
+    """An IPv4-mapped IPv6 address is its IPv4 address: `::ffff:10.0.0.1` is private."""
+    address = ipaddress.ip_address(text.split("%", 1)[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        return address.ipv4_mapped
+    return address
 
 
 def extract_page(url: str, body: str, content_type: str) -> Page:
@@ -60,36 +57,115 @@ def extract_page(url: str, body: str, content_type: str) -> Page:
 
 
 class PageFetcher:
-    def __init__(self, timeout_seconds: float, max_bytes: int, allow_private_addresses: bool):
+    """Fetches pages with one deadline for the whole page and connects only to addresses
+    it has checked. `resolver`, `ssl_context` and `exempt_addresses` (let through the
+    block list, e.g. a test's own loopback server) are for tests."""
+
+    def __init__(
+        self,
+        timeout_seconds: float,
+        max_bytes: int,
+        allow_private_addresses: bool,
+        *,
+        resolver: Resolver = resolve_host,
+        ssl_context: ssl.SSLContext | None = None,
+        exempt_addresses: Collection[str] = (),
+    ):
         self._timeout = timeout_seconds
         self._max_bytes = max_bytes
         self._allow_private = allow_private_addresses
+        self._resolve = resolver
+        self._ssl_context = ssl_context or httpx.create_ssl_context()
+        self._exempt = {parse_address(address) for address in exempt_addresses}
 
     async def fetch(self, url: str) -> Page:
         """The page's title and main text; `FetchRefused` says why there is none."""
-        async with httpx.AsyncClient(
-            timeout=self._timeout, headers={"User-Agent": USER_AGENT}
-        ) as client:
-            target = httpx.URL(url)
-            for _ in range(MAX_REDIRECTS + 1):
-                await check_url(target, self._allow_private)
+        try:
+            # httpx's timeout bounds each read; a server dripping bytes would pass it forever.
+            async with asyncio.timeout(self._timeout):
+                body, encoding, media_type = await self._download(url)
+        except TimeoutError as error:
+            raise FetchRefused(f"{url} took longer than {self._timeout:g} s") from error
+        text = body.decode(encoding, errors="replace")
+        return await asyncio.to_thread(extract_page, url, text, media_type)
+
+    async def _download(self, url: str) -> tuple[bytes, str, str]:
+        """The body (cut at `max_bytes`), its encoding and media type, redirects followed."""
+        target = httpx.URL(url)
+        for _ in range(MAX_REDIRECTS + 1):
+            addresses = await self._checked_addresses(target)
+            # A client per hop: a kept-alive connection must not carry a request for another
+            # host name that happens to resolve to the same address (its TLS check was for
+            # the first name).
+            async with httpx.AsyncClient(
+                timeout=self._timeout,
+                headers={"User-Agent": USER_AGENT},
+                verify=self._ssl_context,
+                trust_env=False,  # a proxy would resolve the host itself, unchecked
+            ) as client:
+                response = await self._send_pinned(client, target, addresses)
                 try:
-                    async with client.stream("GET", target) as response:
-                        if response.is_redirect and "location" in response.headers:
-                            target = target.join(response.headers["location"])
-                            continue
-                        if response.status_code >= 400:
-                            raise FetchRefused(f"{url} answered HTTP {response.status_code}")
-                        content_type = response.headers.get("content-type", "text/html")
-                        media_type = content_type.split(";", 1)[0].strip().lower()
-                        if media_type not in READABLE_TYPES:
-                            raise FetchRefused(f"{url} is {media_type}, not a readable page")
-                        body = await self._read_capped(response)
+                    if response.is_redirect and "location" in response.headers:
+                        target = target.join(response.headers["location"])
+                        continue
+                    if response.status_code >= 400:
+                        raise FetchRefused(f"{url} answered HTTP {response.status_code}")
+                    content_type = response.headers.get("content-type", "text/html")
+                    media_type = content_type.split(";", 1)[0].strip().lower()
+                    if media_type not in READABLE_TYPES:
+                        raise FetchRefused(f"{url} is {media_type}, not a readable page")
+                    body = await self._read_capped(response)
+                    return body, response.encoding or "utf-8", media_type
                 except httpx.HTTPError as error:
                     raise FetchRefused(f"{url} could not be fetched: {error}") from error
-                text = body.decode(response.encoding or "utf-8", errors="replace")
-                return await asyncio.to_thread(extract_page, url, text, media_type)
+                finally:
+                    await response.aclose()
         raise FetchRefused(f"{url} redirects more than {MAX_REDIRECTS} times")
+
+    async def _checked_addresses(self, url: httpx.URL) -> list[Address]:
+        """`url`'s host resolved once; unless private addresses are allowed, every address
+        must be public (one internal address refuses the host)."""
+        if url.scheme not in ("http", "https") or not url.host:
+            raise FetchRefused(f"only http and https URLs can be fetched, not {url}")
+        host = url.raw_host.decode("ascii")  # IDNA-encoded, as DNS wants it
+        try:
+            addresses = [parse_address(host)]
+        except ValueError:  # a name, not an address literal
+            port = url.port or (443 if url.scheme == "https" else 80)
+            try:
+                resolved = await self._resolve(host, port)
+            except OSError as error:
+                raise FetchRefused(f"cannot resolve {url.host}: {error}") from error
+            addresses = list(dict.fromkeys(parse_address(address) for address in resolved))
+        if not addresses:
+            raise FetchRefused(f"cannot resolve {url.host}: no addresses")
+        if not self._allow_private:
+            for address in addresses:
+                if not address.is_global and address not in self._exempt:
+                    raise FetchRefused(f"{url.host} resolves to a non-public address ({address})")
+        return addresses
+
+    async def _send_pinned(
+        self, client: httpx.AsyncClient, url: httpx.URL, addresses: list[Address]
+    ) -> httpx.Response:
+        """GET `url` from the first checked address that accepts a connection. The request
+        URL names the address, so nothing resolves the host again (no DNS rebinding); the
+        Host header, TLS SNI and the certificate check keep the host's name."""
+        failures = []
+        for address in addresses:
+            request = client.build_request(
+                "GET",
+                url.copy_with(host=str(address)),
+                headers={"Host": url.netloc.decode("ascii")},
+                extensions={"sni_hostname": url.raw_host.decode("ascii")},
+            )
+            try:
+                return await client.send(request, stream=True)
+            except httpx.ConnectError as error:  # e.g. no IPv6 route: try the next address
+                failures.append(f"{address}: {error}")
+            except httpx.HTTPError as error:
+                raise FetchRefused(f"{url} could not be fetched: {error}") from error
+        raise FetchRefused(f"{url} could not be fetched: {'; '.join(failures)}")
 
     async def _read_capped(self, response: httpx.Response) -> bytes:
         """At most `max_bytes`: a longer page is cut, its start is usually what matters."""

@@ -57,6 +57,7 @@ class Notebook:
 
     results: dict[str, SearchResult] = field(default_factory=dict)
     pages: dict[str, Page] = field(default_factory=dict)
+    failed_searches: int = 0
 
     def source_text(self, url: str) -> str:
         page, result = self.pages.get(url), self.results.get(url)

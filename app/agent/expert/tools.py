@@ -11,6 +11,7 @@ from langchain_core.tools import BaseTool, tool
 from app.agent.expert.fetch import FetchRefused, PageFetcher
 from app.agent.expert.findings import Notebook
 from app.agent.expert.search import SearchBackend, SearchResult
+from app.observability.redact import redact_secrets
 
 WEB_SEARCH = "web_search"
 FETCH_PAGE = "fetch_page"
@@ -39,7 +40,9 @@ def web_search_tool(backend: SearchBackend, limit: int) -> BaseTool:
         try:
             results = await backend.search(query, limit)
         except (httpx.HTTPError, ValueError) as error:
-            return f"The web search failed: {error}", []
+            runtime.context.notebook.failed_searches += 1
+            # The model and the trace see this: no backend key or URL password in it.
+            return f"The web search failed: {redact_secrets(str(error))}", []
         for result in results:
             runtime.context.notebook.results.setdefault(result.url, result)
         return render_results(query, results), [asdict(r) for r in results]

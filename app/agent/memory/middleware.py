@@ -5,9 +5,11 @@ the summary if due, and returns them as state updates: the graph's messages chan
 place (by id) and `memory` carries the decisions for ChatService to persist. Because
 decisions are persisted and made only when a policy's threshold is passed, the next turn
 sends the same prefix again. `wrap_model_call` places the summary right after the system
-prompt and offers `recall_history` once something has been archived.
+prompt and offers `recall_history` once something has been archived. When the summary
+model fails, this turn keeps every message and the fold is planned again next turn.
 """
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +26,7 @@ from app.agent.memory.state import MemoryContext, MemoryState, MemoryUpdate
 from app.agent.memory.summarizer import SUMMARY_RUN_CONFIG, summary_request
 
 ModelCallResult = ModelResponse[Any] | Any
+log = logging.getLogger(__name__)
 
 
 def model_name(model: BaseChatModel) -> str:
@@ -58,18 +61,24 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
         self, state: MemoryState, runtime: Runtime[MemoryContext]
     ) -> dict[str, Any] | None:
         plan, request = self._plan(state)
-        summary = self.summary_model.invoke(request, SUMMARY_RUN_CONFIG).text if request else None
+        if request is None:
+            return self._updates(state, plan, None)
+        try:
+            summary = self.summary_model.invoke(request, SUMMARY_RUN_CONFIG).text
+        except Exception as error:
+            return self._updates(state, self._plan_without_fold(state, error), None)
         return self._updates(state, plan, summary)
 
     async def abefore_agent(
         self, state: MemoryState, runtime: Runtime[MemoryContext]
     ) -> dict[str, Any] | None:
         plan, request = self._plan(state)
-        summary = (
-            (await self.summary_model.ainvoke(request, SUMMARY_RUN_CONFIG)).text
-            if request
-            else None
-        )
+        if request is None:
+            return self._updates(state, plan, None)
+        try:
+            summary = (await self.summary_model.ainvoke(request, SUMMARY_RUN_CONFIG)).text
+        except Exception as error:
+            return self._updates(state, self._plan_without_fold(state, error), None)
         return self._updates(state, plan, summary)
 
     def _plan(self, state: MemoryState) -> tuple[MemoryPlan, list[BaseMessage] | None]:
@@ -77,6 +86,13 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
         plan = plan_memory(state["messages"], state.get("summary"), self.profile)
         request = summary_request(state.get("summary"), plan.fold) if plan.fold else None
         return plan, request
+
+    def _plan_without_fold(self, state: MemoryState, error: Exception) -> MemoryPlan:
+        """The summary model failed: keep every message this turn. The fold is still due
+        next turn, when the same stored context plans it again."""
+        log.warning("summary fold postponed: the summary model failed (%s)", type(error).__name__)
+        unfolded = self.profile.model_copy(update={"summary": None})
+        return plan_memory(state["messages"], state.get("summary"), unfolded)
 
     def _updates(
         self, state: MemoryState, plan: MemoryPlan, summary: str | None
