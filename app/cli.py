@@ -18,18 +18,29 @@ cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorde
 
 
 @cli.command()
-def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(
+    host: str | None = typer.Option(None, help="default: SUPPORTBOT_API__HOST (127.0.0.1)"),
+    port: int = 8000,
+) -> None:
     """Serve the HTTP API (and the staff widget)."""
     import uvicorn
 
-    from app.api.main import create_app
+    from app.api.main import UnsafeExposure, create_app
     from knowledge.store import KnowledgeBase, StoreInUse
 
     settings = get_settings()
+    if host is not None:
+        settings = settings.model_copy(
+            update={"api": settings.api.model_copy(update={"host": host})}
+        )
     try:
+        app = create_app(settings)
         # Opened before uvicorn starts so that a store another process holds is one line, not
         # a failed start-up; the runtime gets this instance (one per store and process).
         KnowledgeBase.from_settings(settings.knowledge)
+    except UnsafeExposure as refused:
+        typer.echo(f"error: {refused}", err=True)
+        raise typer.Exit(1) from None
     except StoreInUse as exc:
         typer.echo(
             f"error: {exc}: stop it (a `supportbot kb` command or another `supportbot serve`), "
@@ -37,7 +48,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000) -> None:
             err=True,
         )
         raise typer.Exit(1) from None
-    uvicorn.run(create_app(settings), host=host, port=port)
+    uvicorn.run(app, host=settings.api.host, port=port)
 
 
 @db_cli.command()

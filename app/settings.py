@@ -1,16 +1,21 @@
 """All configuration, from environment variables `SUPPORTBOT_<GROUP>__<FIELD>` (or `.env`).
 
-Groups: db, llm, knowledge, langfuse, observability, telegram, widget, expert, chat, profiles.
+Groups: db, llm, knowledge, langfuse, observability, telegram, widget, api, expert, chat,
+profiles.
 Every field has an embedded default so the service runs with no configuration at all.
 Relative paths (`var/qdrant`, `sqlite:///./var/supportbot.db`, a sample path) resolve
 against one root, `SUPPORTBOT_HOME` (see `default_home`), never the working directory.
 """
 
+import ipaddress
+import itertools
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+import limits
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
@@ -108,6 +113,11 @@ class KnowledgeSettings(BaseModel):
     sample_path: Path = Field(
         SOURCE_ROOT / "knowledge" / "sample_kb",
         description="the sample knowledge base `supportbot kb ingest-sample` ingests",
+    )
+    ingest_roots: list[Path] = Field(
+        default_factory=list,
+        description="folders `POST /v1/admin/kb/ingest` may read (symlinks out of them are "
+        "refused); empty: the sample knowledge base folder only",
     )
     top_k: int = Field(4, description="passages one search_knowledge_base call returns")
     passages_per_page: int = Field(
@@ -272,6 +282,103 @@ class WidgetSettings(BaseModel):
     allowed_origins: list[str] = Field(default_factory=list, description="CORS origins")
 
 
+# Conversation keys: what a URL path segment carries without escaping, as long as any
+# chat id or staff name needs (`telegram:-1001234567890:42`, `widget:ann@example.com:1`).
+CONVERSATION_KEY_PATTERN = r"^[A-Za-z0-9._:@+-]{1,128}$"
+# Conversation keys written by an adapter of their own, never through `/v1` with an API key.
+RESERVED_KEY_PREFIXES = ("telegram:", "widget:")
+
+
+class ApiKey(BaseModel):
+    """One caller of the `/v1` API (your backend), limited to conversation keys that
+    start with `prefix`."""
+
+    key: SecretStr = Field(description="sent as `Authorization: Bearer <key>`")
+    prefix: str = Field(
+        "api:",
+        description="the conversation keys this caller may read and write start with it",
+    )
+
+    @field_validator("key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < 16:
+            raise ValueError("an API key needs at least 16 characters")
+        return value
+
+    @field_validator("prefix")
+    @classmethod
+    def _a_key_prefix(cls, value: str) -> str:
+        if not re.fullmatch(CONVERSATION_KEY_PATTERN, value):
+            raise ValueError(f"a key prefix matches {CONVERSATION_KEY_PATTERN}")
+        if value.startswith(RESERVED_KEY_PREFIXES) or any(
+            reserved.startswith(value) for reserved in RESERVED_KEY_PREFIXES
+        ):
+            raise ValueError(
+                f"{value!r} overlaps {' and '.join(RESERVED_KEY_PREFIXES)}, which only the "
+                "Telegram bot and the staff widget write"
+            )
+        return value
+
+
+class ApiSettings(BaseModel):
+    """Who may call `/v1` and how much (README: HTTP API)."""
+
+    keys: dict[str, ApiKey] = Field(
+        default_factory=dict,
+        description='caller name -> {"key", "prefix"}; none: `/v1` is open to anonymous '
+        "clients, which is only allowed while the server binds a loopback address",
+    )
+    host: str = Field(
+        "127.0.0.1",
+        description="the address `supportbot serve` binds (its --host wins); without API "
+        "keys anything but a loopback address refuses to start",
+    )
+    max_body_bytes: int = Field(
+        262_144, gt=0, description="larger request bodies are refused with 413"
+    )
+    conversation_rate: str = Field(
+        "12/minute",
+        description="turns one conversation may take over HTTP (`limits` notation, e.g. "
+        "`12/minute;200/day`); more get 429 with Retry-After",
+    )
+    author_rate: str = Field(
+        "30/minute",
+        description="turns one author (of one API key, or one staff member) may send over "
+        "HTTP, across conversations",
+    )
+
+    @field_validator("conversation_rate", "author_rate")
+    @classmethod
+    def _a_rate(cls, value: str) -> str:
+        limits.parse_many(value)  # raises ValueError on anything it cannot read
+        return value
+
+    @model_validator(mode="after")
+    def _prefixes_apart(self) -> "ApiSettings":
+        prefixes = sorted((key.prefix, name) for name, key in self.keys.items())
+        for (first, first_name), (second, second_name) in itertools.pairwise(prefixes):
+            if second.startswith(first):
+                raise ValueError(
+                    f"the key prefixes of {first_name!r} and {second_name!r} overlap: "
+                    "one caller could read the other's conversations"
+                )
+        return self
+
+    @property
+    def anonymous_allowed(self) -> bool:
+        return not self.keys
+
+    @property
+    def binds_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
 class ChatSettings(BaseModel):
     max_message_chars: int = 4000
     turn_timeout_seconds: float = Field(
@@ -384,6 +491,7 @@ class Settings(BaseSettings):
     observability: ObservabilitySettings = ObservabilitySettings()
     telegram: TelegramSettings = TelegramSettings()
     widget: WidgetSettings = WidgetSettings()
+    api: ApiSettings = ApiSettings()
     chat: ChatSettings = ChatSettings()
     expert: ExpertSettings = ExpertSettings()
     profiles: ProfilesSettings = ProfilesSettings()
@@ -401,9 +509,19 @@ class Settings(BaseSettings):
             update={
                 "qdrant_path": self.home / self.knowledge.qdrant_path.expanduser(),
                 "sample_path": self.home / self.knowledge.sample_path.expanduser(),
+                "ingest_roots": [
+                    self.home / root.expanduser() for root in self.knowledge.ingest_roots
+                ],
             }
         )
         self.db = self.db.model_copy(update={"url": _sqlite_url_under(self.home, self.db.url)})
+        return self
+
+    @model_validator(mode="after")
+    def _credentials_apart(self) -> "Settings":
+        staff = {token.get_secret_value() for token in self.widget.staff_tokens.values()}
+        if any(key.key.get_secret_value() in staff for key in self.api.keys.values()):
+            raise ValueError("an API key is also a staff token: give each its own secret")
         return self
 
 

@@ -72,7 +72,8 @@ def test_bad_input_is_refused_before_the_stream_starts(staff_client: TestClient)
 @pytest.mark.parametrize(
     ("headers", "status", "detail"),
     [
-        ({}, 403, "the staff audience needs staff credentials"),  # an anonymous client
+        # an anonymous client may not write a widget conversation at all
+        ({}, 403, "conversations of the Telegram bot and the staff widget need staff credentials"),
         ({"authorization": "Bearer wrong"}, 401, "invalid credentials"),
     ],
 )
@@ -89,13 +90,34 @@ def test_without_staff_credentials_nothing_is_stored(
 
 
 def test_a_client_can_never_get_the_staff_profile(staff_client: TestClient) -> None:
-    staff_client.post(f"/v1/conversations/{KEY}/messages", json=ask("hello"), headers=STAFF)
-    as_client = staff_client.post(
+    # First come is not first served: a client cannot claim the widget key before alice.
+    squatted = staff_client.post(
         f"/v1/conversations/{KEY}/messages", json=ask("hello", audience="client")
+    )
+    assert squatted.status_code == 403
+    assert squatted.json() == {
+        "detail": "conversations of the Telegram bot and the staff widget need staff credentials"
+    }
+    first = staff_client.post(f"/v1/conversations/{KEY}/messages", json=ask("hi"), headers=STAFF)
+    assert first.status_code == 200 and first.json()["profile"] == "staff"
+    # Alice herself cannot turn her staff conversation into a client one.
+    as_client = staff_client.post(
+        f"/v1/conversations/{KEY}/messages", json=ask("hello", audience="client"), headers=STAFF
     )
     assert as_client.status_code == 422
     assert "belongs to the staff audience" in as_client.json()["detail"]
-    assert staff_client.get(f"/v1/conversations/{KEY}").status_code == 401
+    assert staff_client.get(f"/v1/conversations/{KEY}").status_code == 403
+
+
+def test_a_refusal_found_when_the_turn_starts_is_a_422_on_the_stream_too(
+    staff_client: TestClient,
+) -> None:
+    staff_client.post(f"/v1/conversations/{KEY}/messages", json=ask("hi"), headers=STAFF)
+    response = staff_client.post(
+        f"/v1/conversations/{KEY}/messages/stream", json=ask("hi", audience="client"), headers=STAFF
+    )
+    assert response.status_code == 422
+    assert "belongs to the staff audience" in response.json()["detail"]
 
 
 def test_staff_sign_in_by_token_or_trusted_header(settings: Settings, sample_index: Path) -> None:
@@ -132,7 +154,7 @@ def test_feedback_is_stored_and_guarded(staff_client: TestClient, settings: Sett
     )
     path = f"/v1/conversations/{KEY}/turns/1/feedback"
     rating = {"rating": "down", "comment": "missing the due date"}
-    assert staff_client.post(path, json=rating).status_code == 401  # not staff
+    assert staff_client.post(path, json=rating).status_code == 403  # not staff
     assert staff_client.post(path, json={"rating": "meh"}, headers=STAFF).status_code == 422
     missing = f"/v1/conversations/{KEY}/turns/9/feedback"
     assert staff_client.post(missing, json=rating, headers=STAFF).status_code == 404

@@ -1,14 +1,16 @@
-"""Admin endpoints: (re)ingest a documentation folder into the knowledge base."""
+"""Admin endpoints: (re)ingest a documentation folder into the knowledge base, from the
+folders SUPPORTBOT_KNOWLEDGE__INGEST_ROOTS allows (knowledge/roots.py)."""
 
 import secrets
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from app.api.deps import RuntimeDep, SettingsDep
+from app.api.errors import documented
+from knowledge.roots import NotFound, OutsideRoots, resolve_ingest_path
 from knowledge.store import KnowledgeBase
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
@@ -37,17 +39,57 @@ def get_knowledge_base(runtime: RuntimeDep) -> KnowledgeBase:
 
 
 class IngestRequest(BaseModel):
-    path: str = Field(description="folder or file on the server")
-    collection: str | None = None
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="a folder or file under one of the ingest roots; a relative path is "
+        "taken relative to the first root",
+    )
+    collection: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="the Qdrant collection; the configured one when unset",
+    )
 
 
-@router.post("/kb/ingest", dependencies=[Depends(require_admin)])
+class IngestOut(BaseModel):
+    """What the ingest changed; documents are named by their path inside the folder."""
+
+    collection: str
+    documents_added: int
+    documents_updated: int
+    documents_deleted: int
+    documents_unchanged: int
+    chunks_added: int
+    chunks_deleted: int
+    chunks_unchanged: int
+    skipped: dict[str, str] = Field(description="document -> why it has nothing to index")
+    errors: dict[str, str] = Field(description="document -> what is wrong with it")
+    seconds: float
+
+
+@router.post(
+    "/kb/ingest",
+    dependencies=[Depends(require_admin)],
+    responses=documented(400, 401, 403, 404, 413, 422, 503),
+)
 def ingest_knowledge(
-    request: IngestRequest, kb: Annotated[KnowledgeBase, Depends(get_knowledge_base)]
-) -> dict[str, Any]:
+    request: IngestRequest,
+    settings: SettingsDep,
+    kb: Annotated[KnowledgeBase, Depends(get_knowledge_base)],
+) -> IngestOut:
     """Mirror a folder into the knowledge base; returns the ingestion report. A sync
     endpoint on purpose: FastAPI runs it in a worker thread, off the event loop."""
-    path = Path(request.path)
-    if not path.exists():
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no such file or folder: {path}")
-    return kb.ingest(path, request.collection).as_dict()
+    roots = settings.knowledge.ingest_roots or [settings.knowledge.sample_path]
+    try:
+        path = resolve_ingest_path(request.path, roots)
+    except OutsideRoots as refused:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, str(refused)) from refused
+    except NotFound as missing:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(missing)) from missing
+    except (OSError, ValueError) as unusable:  # a name too long, a link loop, …
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, "not a usable path"
+        ) from unusable
+    return IngestOut.model_validate(kb.ingest(path, request.collection).as_dict())

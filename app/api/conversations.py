@@ -1,20 +1,22 @@
 """Conversations over HTTP: post a message (whole or streamed), read the history, rate an
-answer. Staff credentials are needed for the staff audience and staff conversations."""
+answer. Who may touch which conversation: app/api/auth.py."""
 
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, HTTPException, Path, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from app.api.auth import Caller, CallerDep
+from app.api.auth import Caller, CallerDep, get_caller
 from app.api.deps import ChatServiceDep
+from app.api.errors import documented
+from app.api.rate_limits import TurnRateLimits
 from app.api.schemas import (
     CitationOut,
     ConversationOut,
-    ErrorOut,
     FeedbackIn,
+    FeedbackOut,
     MessageIn,
     MessageOut,
     ReplyOut,
@@ -23,28 +25,44 @@ from app.api.schemas import (
 )
 from app.chat.types import TurnDone, TurnError, TurnEvent, TurnRequest, TurnToken, citations_of
 from app.db.models import Conversation, Message
+from app.settings import CONVERSATION_KEY_PATTERN
 
 T = TypeVar("T")
 
-router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+router = APIRouter(
+    prefix="/v1/conversations", tags=["conversations"], dependencies=[Depends(get_caller)]
+)
 
-ConversationKey = Annotated[str, Path(min_length=1, max_length=255, examples=["demo"])]
+ConversationKey = Annotated[
+    str,
+    Path(
+        pattern=CONVERSATION_KEY_PATTERN,
+        examples=["api:demo", "widget:alice:1"],
+        description="letters, digits and `. _ : @ + -`, at most 128",
+    ),
+]
+TurnNumber = Annotated[int, Path(ge=1, le=2**31 - 1)]  # the turns.number column's range
 
 
-def turn_request(
-    key: ConversationKey, body: MessageIn, caller: CallerDep, chat: ChatServiceDep
+async def turn_request(
+    key: ConversationKey, body: MessageIn, caller: CallerDep, chat: ChatServiceDep, http: Request
 ) -> TurnRequest:
-    """The turn, checked before anything is stored or streamed."""
+    """The turn, checked (and counted against the rate limits) before anything is stored
+    or streamed."""
+    if refused := caller.may_write(key):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, refused)
     if body.audience == "staff" and not caller.is_staff:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "the staff audience needs staff credentials")
     request = TurnRequest(
-        channel="widget" if key.startswith("widget:") else "api",
+        channel=caller.channel,
         conversation_key=key,
         audience=body.audience,
-        author=body.author,
+        author=caller.name if caller.is_staff else body.author,
         text=body.text,
     )
     chat.validate(request)
+    limits: TurnRateLimits = http.app.state.turn_limits
+    await limits.take(key, f"{caller.kind}:{caller.name}:{request.author}")
     return request
 
 
@@ -54,7 +72,7 @@ TurnRequestDep = Annotated[TurnRequest, Depends(turn_request)]
 @router.post(
     "/{key}/messages",
     response_model=ReplyOut,
-    responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}, 502: {"model": ErrorOut}},
+    responses=documented(400, 401, 403, 413, 422, 429, 502),
 )
 async def post_message(request: TurnRequestDep, chat: ChatServiceDep) -> ReplyOut:
     """Run one turn and return the answer with its citations and token usage. A turn that
@@ -79,7 +97,7 @@ async def started_turn(request: TurnRequestDep, chat: ChatServiceDep) -> AsyncIt
 @router.post(
     "/{key}/messages/stream",
     response_class=EventSourceResponse,
-    responses={403: {"model": ErrorOut}, 422: {"model": ErrorOut}},
+    responses=documented(400, 401, 403, 413, 422, 429, streaming=True),
 )
 async def stream_message(
     events: Annotated[AsyncIterator[TurnEvent], Depends(started_turn)],
@@ -105,38 +123,47 @@ def readable(
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no conversation {key!r}")
     if found[0].audience == "staff" and not caller.is_staff:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials required")
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "staff credentials required")
     return found
+
+
+def readable_key(key: ConversationKey, caller: CallerDep) -> str:
+    """The path's key, refused before any lookup when the caller may not read it (so a
+    refusal says nothing about whether the conversation exists)."""
+    if refused := caller.may_read(key):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, refused)
+    return key
+
+
+ReadableKey = Annotated[str, Depends(readable_key)]
 
 
 @router.post(
     "/{key}/turns/{turn}/feedback",
     status_code=status.HTTP_201_CREATED,
-    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+    responses=documented(400, 401, 403, 404, 413, 422),
 )
 async def post_feedback(
-    key: ConversationKey,
-    turn: Annotated[int, Path(ge=1)],
+    key: ReadableKey,
+    turn: TurnNumber,
     body: FeedbackIn,
     chat: ChatServiceDep,
     caller: CallerDep,
-) -> dict[str, bool]:
+) -> FeedbackOut:
     """Rate one answer (👍/👎 with an optional comment)."""
     conversation, found = readable(key, caller, await chat.find_turn(key, turn))
     await chat.add_feedback(
         conversation, found, body.rating == "up", body.comment, caller.name or body.author
     )
-    return {"stored": True}
+    return FeedbackOut(stored=True)
 
 
 @router.get(
     "/{key}/usage",
     response_model=UsageReportOut,
-    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+    responses=documented(401, 403, 404, 422),
 )
-async def get_usage(
-    key: ConversationKey, chat: ChatServiceDep, caller: CallerDep
-) -> UsageReportOut:
+async def get_usage(key: ReadableKey, chat: ChatServiceDep, caller: CallerDep) -> UsageReportOut:
     """Tokens, cached share and cost of the conversation's LLM calls, by purpose."""
     _, by_purpose = readable(key, caller, await chat.usage(key))
     return UsageReportOut(
@@ -163,10 +190,10 @@ def with_citations(messages: list[Message]) -> list[MessageOut]:
 @router.get(
     "/{key}",
     response_model=ConversationOut,
-    responses={401: {"model": ErrorOut}, 404: {"model": ErrorOut}},
+    responses=documented(401, 403, 404, 422),
 )
 async def get_conversation(
-    key: ConversationKey, chat: ChatServiceDep, caller: CallerDep
+    key: ReadableKey, chat: ChatServiceDep, caller: CallerDep
 ) -> ConversationOut:
     """The whole transcript, including tool calls and what memory took out of the context."""
     conversation, messages = readable(key, caller, await chat.history(key))

@@ -1,31 +1,44 @@
 """The FastAPI app factory: thin routes over the shared Runtime."""
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI, Request, status
-from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from app.api import admin, conversations, health, telegram, widget
-from app.chat.service import InvalidTurn, TurnFailed
+from app.api.body_limit import BodySizeLimit
+from app.api.errors import install_error_handlers
+from app.api.rate_limits import TurnRateLimits
+from app.chat.service import TurnFailed
 from app.observability.metrics import exposition
 from app.observability.redact import configured_secrets, install_log_redaction
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
 
 
-def _describe(error: Mapping[str, Any]) -> str:
-    location = ".".join(str(part) for part in error.get("loc", ())[1:])  # drop "body"/"path"
-    return f"{location}: {error['msg']}" if location else str(error["msg"])
+class UnsafeExposure(RuntimeError):
+    """The API would be open to anonymous callers on a non-loopback address."""
+
+
+def exposure_problem(settings: Settings) -> str | None:
+    """Why serving with these settings would expose an open API; None when it is safe."""
+    api = settings.api
+    if api.anonymous_allowed and not api.binds_loopback:
+        return (
+            f"refusing to serve on {api.host}: without SUPPORTBOT_API__KEYS the API is open "
+            "to anyone, which is only allowed on a loopback address (e.g. 127.0.0.1)"
+        )
+    return None
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    if problem := exposure_problem(settings):
+        raise UnsafeExposure(problem)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -33,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         install_log_redaction(configured_secrets(settings))
         app.state.runtime = Runtime.from_settings(settings)
         await app.state.runtime.start()
+        app.state.turn_limits = TurnRateLimits(settings.api)
         async with telegram.webhook_bot(app):
             yield
         await app.state.runtime.aclose()
@@ -50,7 +64,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(telegram.router)
     app.include_router(admin.router)
     app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
-    if settings.widget.allowed_origins:
+    app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
+    if settings.widget.allowed_origins:  # added last: outermost, so errors get CORS headers
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.widget.allowed_origins,
@@ -63,14 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         body, content_type = exposition()
         return Response(body, media_type=content_type)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        detail = "; ".join(_describe(error) for error in exc.errors())
-        return JSONResponse({"detail": detail}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
-
-    @app.exception_handler(InvalidTurn)
-    async def invalid_turn(_: Request, exc: InvalidTurn) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+    install_error_handlers(app)
 
     @app.exception_handler(TurnFailed)
     async def turn_failed(_: Request, exc: TurnFailed) -> JSONResponse:

@@ -1,12 +1,27 @@
 """The HTTP API's request and response bodies."""
 
 from dataclasses import asdict
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
+from app.chat.text import normalize_text
 from app.db.queries import UsageTotals
+
+# What people type: cleaned and checked by the rules every way in shares (app/chat/text.py).
+Text = Annotated[str, AfterValidator(normalize_text)]
+# SQLite hands back naive datetimes; everything the service stores is UTC.
+UtcDatetime = Annotated[
+    AwareDatetime,
+    BeforeValidator(
+        lambda value: (
+            value.replace(tzinfo=UTC)
+            if isinstance(value, datetime) and value.tzinfo is None
+            else value
+        )
+    ),
+]
 
 
 class MessageIn(BaseModel):
@@ -19,14 +34,17 @@ class MessageIn(BaseModel):
     )
 
     audience: Literal["staff", "client"] = Field(description="who is asking; picks the profile")
-    author: str = Field(min_length=1, max_length=255, description="display name of the writer")
-    text: str = Field(description="the message; empty or over the configured limit is refused")
+    author: Text = Field(min_length=1, max_length=255, description="display name of the writer")
+    text: Text = Field(
+        description="the message: controls removed, NFC; empty, invisible-only or over the "
+        "configured limit is refused"
+    )
 
 
 class FeedbackIn(BaseModel):
     rating: Literal["up", "down"]
-    comment: str | None = Field(None, max_length=2000)
-    author: str | None = Field(None, max_length=255, description="who rates, if not signed in")
+    comment: Text | None = Field(None, max_length=2000)
+    author: Text | None = Field(None, max_length=255, description="who rates, if not signed in")
 
 
 class CitationOut(BaseModel):
@@ -87,7 +105,7 @@ class MessageOut(BaseModel):
     tool_calls: list[dict[str, Any]] | None
     tool_name: str | None
     context_state: str
-    created_at: datetime
+    created_at: UtcDatetime
     citations: list[CitationOut] = Field(
         default_factory=list, description="for an answer: the passages its turn retrieved"
     )
@@ -119,5 +137,13 @@ class UsageReportOut(BaseModel):
     by_purpose: dict[str, UsageTotalsOut]
 
 
+class FeedbackOut(BaseModel):
+    stored: bool
+
+
+class WhoAmIOut(BaseModel):
+    name: str | None = Field(description="the staff member's name")
+
+
 class ErrorOut(BaseModel):
-    detail: str
+    detail: str = Field(description="what went wrong, for a person to read")

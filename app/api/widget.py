@@ -6,6 +6,8 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
 from app.api.auth import StaffDep
+from app.api.errors import documented
+from app.api.schemas import WhoAmIOut
 
 WIDGET_DIR = Path(__file__).resolve().parents[1] / "widget"
 
@@ -22,7 +24,7 @@ async def embed_script() -> FileResponse:
     return FileResponse(WIDGET_DIR / "embed.js", media_type="text/javascript")
 
 
-@router.get("/v1/widget/me")
-async def whoami(caller: StaffDep) -> dict[str, str | None]:
-    """The signed-in staff member (401 without staff credentials)."""
-    return {"name": caller.name}
+@router.get("/v1/widget/me", responses=documented(401, 403))
+async def whoami(caller: StaffDep) -> WhoAmIOut:
+    """The signed-in staff member (401 without staff credentials, 403 with an API key)."""
+    return WhoAmIOut(name=caller.name)

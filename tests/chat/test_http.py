@@ -116,7 +116,9 @@ def test_the_stream_refuses_another_audience_before_it_starts(
             headers=staff,
         )
         assert created.status_code == 200
-        as_client = client.post("/v1/conversations/widget:alice:1/messages/stream", json=ASK)
+        as_client = client.post(
+            "/v1/conversations/widget:alice:1/messages/stream", json=ASK, headers=staff
+        )
         assert as_client.status_code == 422
         assert "belongs to the staff audience" in as_client.json()["detail"]
     assert statuses(settings) == ["ok"]  # the refused message started no turn

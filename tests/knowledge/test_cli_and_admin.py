@@ -58,10 +58,13 @@ class _RecordingBase:
         return IngestReport(collection=collection or "kb", documents_added=2)
 
 
-def _admin_client(token: str | None, recorder: _RecordingBase) -> TestClient:
+def _admin_client(
+    token: str | None, recorder: _RecordingBase, ingest_roots: list[Path] | None = None
+) -> TestClient:
     api = FastAPI()
     api.include_router(admin.router)
     settings = Settings(admin_token=SecretStr(token) if token else None)
+    settings.knowledge.ingest_roots = ingest_roots or []
     api.dependency_overrides[get_app_settings] = lambda: settings
     api.dependency_overrides[admin.get_knowledge_base] = lambda: recorder
     return TestClient(api)
@@ -71,7 +74,7 @@ def test_admin_ingest_needs_the_admin_token(tmp_path: Path) -> None:
     recorder = _RecordingBase()
     body = {"path": str(tmp_path), "collection": "docs"}
     assert _admin_client(None, recorder).post("/v1/admin/kb/ingest", json=body).status_code == 503
-    client = _admin_client("s3cret", recorder)
+    client = _admin_client("s3cret", recorder, ingest_roots=[tmp_path])
     assert client.post("/v1/admin/kb/ingest", json=body).status_code == 401
     wrong = {"Authorization": "Bearer nope"}
     assert client.post("/v1/admin/kb/ingest", json=body, headers=wrong).status_code == 403
@@ -81,6 +84,6 @@ def test_admin_ingest_needs_the_admin_token(tmp_path: Path) -> None:
     response = client.post("/v1/admin/kb/ingest", json=body, headers=right)
     assert response.status_code == 200
     assert response.json()["documents_added"] == 2
-    assert recorder.calls == [(tmp_path, "docs")]
+    assert recorder.calls == [(tmp_path.resolve(), "docs")]
     missing = {"path": str(tmp_path / "nowhere")}
     assert client.post("/v1/admin/kb/ingest", json=missing, headers=right).status_code == 404
