@@ -1,0 +1,1 @@
+"""Load and fault benchmarks and the scripted provider they run against."""
