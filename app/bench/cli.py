@@ -1,5 +1,7 @@
 """`supportbot bench`: the prefix-cache simulator's cost per call, the service under load."""
 
+from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Annotated
 
 import typer
@@ -15,7 +17,7 @@ def simulator(
     rules: Annotated[
         str, typer.Option(help="cache rules: openai, anthropic, gemini, block16")
     ] = "gemini",
-    calls: Annotated[int, typer.Option(min=1, help="measured calls per row")] = 1_000,
+    calls: Annotated[int, typer.Option(min=1, help="measured calls per row")] = 500,
 ) -> None:
     """Microseconds per simulator call at 10 / 1,000 / 10,000 conversations."""
     from rich.console import Console
@@ -41,3 +43,77 @@ def simulator(
         f"{rules} rules; every conversation: {workload.shared_tokens:,} shared tokens, "
         f"{workload.own_tokens:,} of its own, {workload.turn_tokens} more per measured call"
     )
+
+
+SAMPLE_KB = Path(__file__).resolve().parents[2] / "knowledge" / "sample_kb"
+
+
+@app.command()
+def load(
+    conversations: Annotated[int, typer.Option(min=1)] = 50,
+    turns: Annotated[int, typer.Option(min=1, help="turns per conversation")] = 20,
+    fail_rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="use the scripted provider, failing this share of model calls "
+            "(timeouts, 429, 5xx, malformed, dropped); without it, the offline model",
+        ),
+    ] = None,
+    postgres: Annotated[
+        str | None, typer.Option(help="a PostgreSQL database URL; without it, a fresh SQLite file")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="conversations in flight")] = 20,
+    time_limit: Annotated[float, typer.Option(min=1, help="seconds; no turn starts later")] = 900,
+    turn_timeout: Annotated[float, typer.Option(min=1, help="seconds per HTTP request")] = 120,
+    api_key: Annotated[str | None, typer.Option(help="sent as a bearer token")] = None,
+    kb: Annotated[Path, typer.Option(help="documents to ingest for the run")] = SAMPLE_KB,
+    index: Annotated[
+        Path | None, typer.Option(help="an already ingested local Qdrant folder, instead of --kb")
+    ] = None,
+) -> None:
+    """Concurrent conversations over HTTP against the app on 127.0.0.1, then every
+    conversation read back: lost messages, failed and stuck turns, order, latency, overhead.
+    Exits with 1 when a message was lost, a turn stuck or stored out of order."""
+    from app.bench.load import LoadPlan, run
+
+    plan = LoadPlan(
+        conversations=conversations,
+        turns=turns,
+        concurrency=concurrency,
+        fail_rate=fail_rate,
+        time_limit_seconds=time_limit,
+        turn_timeout_seconds=turn_timeout,
+        api_key=api_key,
+    )
+    with TemporaryDirectory(prefix="supportbot-bench-") as scratch:
+        folder = Path(scratch)
+        database_url = postgres or f"sqlite:///{folder / 'bench.sqlite'}"
+        report = run(plan, _migrated(database_url), index or _ingested(kb, folder / "qdrant"))
+    for line in report.lines():
+        typer.echo(line)
+    if report.lost or report.duplicated or report.order_violations or report.unreadable:
+        raise typer.Exit(1)
+    if report.turn_status["running"]:
+        raise typer.Exit(1)
+
+
+def _migrated(database_url: str) -> str:
+    from app.db import migrate
+
+    migrate.upgrade(database_url)
+    return database_url
+
+
+def _ingested(documents: Path, index: Path) -> Path:
+    from app.settings import Settings
+    from knowledge.store import KnowledgeBase
+
+    settings = Settings(_env_file=None).knowledge.model_copy(update={"qdrant_path": index})
+    knowledge = KnowledgeBase.from_settings(settings)
+    try:
+        knowledge.ingest(documents)
+    finally:
+        knowledge.close()
+    return index

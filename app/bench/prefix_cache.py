@@ -2,7 +2,8 @@
 
 Every conversation starts with the same prefix (tool definitions and system prompt) and
 has a history of its own; each measured call is the next request of one of them, picked
-at random: its history and a new turn. Calls are timed in CPU time of the calling thread, so
+at random: its history grown by a short turn (short, so that rows with few conversations
+do not measure much longer requests). Calls are timed in CPU time of the calling thread, so
 that other processes on a busy machine do not count."""
 
 import random
@@ -19,8 +20,8 @@ _VOCABULARY = list(range(1_000, 201_000))
 class Workload:
     shared_tokens: int = 4_000  # the same in every conversation
     own_tokens: int = 1_000  # each conversation's history before measuring
-    turn_tokens: int = 100  # the new turn each measured call adds to its history
-    calls: int = 1_000
+    turn_tokens: int = 20  # what each measured call adds to its conversation's history
+    calls: int = 500
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ def measure(
         at += 0.001
     elapsed, cached, sent = 0.0, 0, 0
     for _ in range(workload.calls):
-        request = randomness.choice(histories) + draw(workload.turn_tokens)
+        request = randomness.choice(histories)
+        request += draw(workload.turn_tokens)
         at += 0.001
         started = time.thread_time()
         outcome = simulator.observe(request, at)
