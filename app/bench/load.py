@@ -65,11 +65,22 @@ class LoadPlan:
 @dataclass
 class SentTurn:
     key: str
+    conversation: int
     index: int  # the order this conversation sent it in, from 0
     text: str
     outcome: str
     status: int | None
     seconds: float
+
+
+@dataclass
+class Model:
+    """The model the service calls, and which turns met a model fault (by tag)."""
+
+    name: str
+    requests: int = 0  # that reached the provider, retries included
+    faults: Counter[str] = field(default_factory=Counter)  # by kind
+    faulted: set[tuple[int, int]] = field(default_factory=set)  # (conversation, turn index)
 
 
 @dataclass
@@ -88,6 +99,8 @@ class LoadReport:
     plan: LoadPlan
     database: str
     model: str
+    model_requests: int  # scripted provider only
+    model_faults: Counter[str]
     wall_seconds: float
     planned: int
     outcomes: Counter[str]
@@ -98,8 +111,9 @@ class LoadReport:
     order_violations: int
     unreadable: int  # conversations the read-back could not get
     latency_ms: list[float]  # answered turns
-    overhead_ms: list[float]  # answered turns: latency minus model time
-    outside_turn_ms: list[float]  # answered turns: latency minus the service's turn time
+    faulted_answers: int  # answered turns that met a model fault on the way
+    overhead_ms: list[float]  # answered turns without a fault: latency minus model time
+    outside_turn_ms: list[float]  # the same turns: latency minus the service's turn time
 
     @property
     def sent(self) -> int:
@@ -109,21 +123,32 @@ class LoadReport:
         plan = self.plan
         statuses = ", ".join(f"{code}: {n}" for code, n in sorted(self.statuses.items()))
         stored = ", ".join(f"{status} {n}" for status, n in sorted(self.turn_status.items()))
+        faults = ", ".join(f"{kind}: {n}" for kind, n in sorted(self.model_faults.items()))
+        provider = [
+            f"provider: {self.model_requests} requests, "
+            f"{self.model_faults.total()} faulted ({faults or '-'})"
+        ]
+        unsent = (
+            f" (the {plan.time_limit_seconds:.0f} s limit passed)"
+            if self.sent < self.planned
+            else ""
+        )
         return [
             f"{plan.conversations} conversations × {plan.turns} turns, {plan.concurrency} at "
             f"once, {self.model}, {self.database}: {self.wall_seconds:.0f} s",
-            f"turns sent {self.sent} of {self.planned} (the rest not started before the "
-            f"{plan.time_limit_seconds:.0f} s limit)",
+            f"turns sent {self.sent} of {self.planned}{unsent}",
             f"replies: answered {self.outcomes[ANSWERED]}, failed as documented (502) "
             f"{self.outcomes[FAILED]}, refused (4xx) {self.outcomes[REFUSED]}, other errors "
             f"{self.outcomes[ERROR]}, no reply in {plan.turn_timeout_seconds:.0f} s "
             f"{self.outcomes[TIMEOUT]}  (HTTP {statuses or '-'})",
+            *(provider if self.model_requests else []),
             f"stored turns: {stored or '-'}; stuck running: {self.turn_status['running']}",
             f"lost user messages (sent, not refused, not stored): {self.lost}; stored twice: "
             f"{self.duplicated}; conversations unreadable: {self.unreadable}",
             f"order violations: {self.order_violations}",
             f"latency of answered turns: {_percentiles(self.latency_ms)}",
-            f"service overhead per answered turn (latency minus model time): "
+            f"service overhead per answered turn without a model fault (latency minus the "
+            f"model calls' time; {self.faulted_answers} answered after a fault left out): "
             f"{_percentiles(self.overhead_ms)}",
             f"  of which outside the stored turn (HTTP, queueing, lock wait): "
             f"{_percentiles(self.outside_turn_ms)}",
@@ -139,7 +164,7 @@ def _percentiles(values: list[float]) -> str:
     return f"p50 {cuts[49]:.0f} ms, p95 {cuts[94]:.0f} ms (n={len(values)})"
 
 
-_TAG = re.compile(r"\[load c\d+ t(?P<index>\d+)\]")
+_TAG = re.compile(r"\[load c(?P<conversation>\d+) t(?P<index>\d+)\]")
 
 
 def question(conversation: int, index: int) -> str:
@@ -181,7 +206,7 @@ async def _converse(
             except httpx.HTTPError:
                 outcome = ERROR
             seconds = time.perf_counter() - started
-            sent.append(SentTurn(key, index, text, outcome, status, seconds))
+            sent.append(SentTurn(key, number, index, text, outcome, status, seconds))
     return sent
 
 
@@ -278,11 +303,12 @@ def analyse(
     state: StoredState,
     *,
     database: str,
-    model: str,
+    model: Model,
     wall_seconds: float,
 ) -> LoadReport:
     lost = duplicated = violations = 0
     latency, overhead, outside = [], [], []
+    faulted_answers = 0
     for key, turns in _by_key(sent).items():
         stored = state.user_messages.get(key, [])
         found: dict[int, list[tuple[int, int]]] = {}  # sent index -> [(seq, turn number)]
@@ -293,13 +319,17 @@ def analyse(
             places = found.get(turn.index, [])
             lost += not places and turn.outcome != REFUSED
             duplicated += max(0, len(places) - 1)
-            if turn.outcome == ANSWERED and places:
-                number = places[0][1]
-                milliseconds = turn.seconds * 1000
-                latency.append(milliseconds)
-                overhead.append(milliseconds - state.model_ms.get((key, number), 0))
-                if (key, number) in state.turn_ms:
-                    outside.append(milliseconds - state.turn_ms[key, number])
+            if turn.outcome != ANSWERED or not places:
+                continue
+            milliseconds = turn.seconds * 1000
+            latency.append(milliseconds)
+            if (turn.conversation, turn.index) in model.faulted:
+                faulted_answers += 1  # its time includes failed calls and the retries' waits
+                continue
+            number = places[0][1]
+            overhead.append(milliseconds - state.model_ms.get((key, number), 0))
+            if (key, number) in state.turn_ms:
+                outside.append(milliseconds - state.turn_ms[key, number])
         # Stored in the order sent, and turn numbers growing with the message order.
         in_order = sorted((places[0], index) for index, places in found.items())
         violations += sum(
@@ -310,7 +340,9 @@ def analyse(
     return LoadReport(
         plan=plan,
         database=database,
-        model=model,
+        model=model.name,
+        model_requests=model.requests,
+        model_faults=model.faults,
         wall_seconds=wall_seconds,
         planned=plan.conversations * plan.turns,
         outcomes=Counter(turn.outcome for turn in sent),
@@ -321,6 +353,7 @@ def analyse(
         order_violations=violations,
         unreadable=len(state.unreadable),
         latency_ms=latency,
+        faulted_answers=faulted_answers,
         overhead_ms=overhead,
         outside_turn_ms=outside,
     )
@@ -389,30 +422,29 @@ def run(plan: LoadPlan, database_url: str, index: Path, settle_seconds: float = 
     keys = [f"api:bench-{uuid.uuid4().hex[:8]}-{n}" for n in range(plan.conversations)]
     environment = service_environment(database_url, index)
     database = database_url.split(":", 1)[0].split("+", 1)[0]
-    with _model(plan, environment) as model:
-        with served(environment) as base_url:
-            started = time.perf_counter()
-            sent = asyncio.run(drive(base_url, keys, plan))
-            wall_seconds = time.perf_counter() - started
-            asyncio.run(settle(database_url, keys, settle_seconds))
-            state = asyncio.run(read_back(base_url, keys, plan))
-        asyncio.run(read_turns(database_url, keys, state))
+    with _model(plan, environment) as model, served(environment) as base_url:
+        started = time.perf_counter()
+        sent = asyncio.run(drive(base_url, keys, plan))
+        wall_seconds = time.perf_counter() - started
+        asyncio.run(settle(database_url, keys, settle_seconds))
+        state = asyncio.run(read_back(base_url, keys, plan))
+    asyncio.run(read_turns(database_url, keys, state))
     return analyse(plan, sent, state, database=database, model=model, wall_seconds=wall_seconds)
 
 
 @contextmanager
-def _model(plan: LoadPlan, environment: dict[str, str]) -> Iterator[str]:
-    """The model the service calls; adds its settings to `environment`, yields its name."""
+def _model(plan: LoadPlan, environment: dict[str, str]) -> Iterator[Model]:
+    """Starts the model the service calls and adds its settings to `environment`; its
+    `faulted` turns are known once the block is left."""
     if plan.fail_rate is None:
-        yield "offline model"
+        yield Model("offline model")
         return
-    from app.bench.scripted_llm import ScriptedLLM
+    from app.bench.scripted_llm import ScriptedLLM, message_text
 
     scripted = ScriptedLLM(
-        fault_rate=plan.fail_rate,
-        seed=plan.seed,
-        hang_seconds=plan.model_timeout_seconds + 1,
+        fault_rate=plan.fail_rate, seed=plan.seed, hang_seconds=plan.model_timeout_seconds + 1
     )
+    model = Model(f"scripted provider failing {plan.fail_rate:.0%} of calls")
     with scripted as base_url:
         environment.update(
             {
@@ -422,7 +454,13 @@ def _model(plan: LoadPlan, environment: dict[str, str]) -> Iterator[str]:
                 "SUPPORTBOT_LLM__TIMEOUT_SECONDS": str(plan.model_timeout_seconds),
             }
         )
-        yield f"scripted provider failing {plan.fail_rate:.0%} of calls"
+        yield model
+    model.requests = len(scripted.received)
+    model.faults = Counter(str(r.fault) for r in scripted.received if r.fault is not None)
+    for received in scripted.received:
+        users = [m for m in received.body.get("messages", []) if m.get("role") == "user"]
+        if received.fault is not None and users and (tag := _TAG.search(message_text(users[-1]))):
+            model.faulted.add((int(tag["conversation"]), int(tag["index"])))
 
 
 def _serve(listener_fd: int) -> None:
