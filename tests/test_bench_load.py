@@ -57,7 +57,7 @@ def test_short_load_on_postgres_loses_nothing(
 
 
 def sent(key: str, index: int, outcome: str, seconds: float = 1.0) -> SentTurn:
-    return SentTurn(key, 0, index, question(0, index), outcome, None, seconds)
+    return SentTurn(key, 0, index, question(0, index), outcome, "-", seconds)
 
 
 def test_the_read_back_counts_lost_duplicated_and_disordered_messages() -> None:

@@ -69,7 +69,7 @@ class SentTurn:
     index: int  # the order this conversation sent it in, from 0
     text: str
     outcome: str
-    status: int | None
+    status: str  # the HTTP status code, or the client's error when there was no response
     seconds: float
 
 
@@ -104,7 +104,7 @@ class LoadReport:
     wall_seconds: float
     planned: int
     outcomes: Counter[str]
-    statuses: Counter[str]  # HTTP status codes, "-" for none
+    statuses: Counter[str]  # HTTP status codes, or the client's error without a response
     turn_status: Counter[str]  # as stored
     lost: int  # sent, not refused, not stored
     duplicated: int  # stored more than once
@@ -196,15 +196,13 @@ async def _converse(
             text = question(number, index)
             body = {"audience": "client", "author": f"load user {number}", "text": text}
             started = time.perf_counter()
-            status: int | None = None
             try:
                 response = await client.post(f"/v1/conversations/{key}/messages", json=body)
-                status = response.status_code
-                outcome = _outcome(status)
-            except httpx.TimeoutException:
-                outcome = TIMEOUT
-            except httpx.HTTPError:
-                outcome = ERROR
+                status, outcome = str(response.status_code), _outcome(response.status_code)
+            except httpx.TimeoutException as error:
+                status, outcome = type(error).__name__, TIMEOUT
+            except httpx.HTTPError as error:
+                status, outcome = type(error).__name__, ERROR
             seconds = time.perf_counter() - started
             sent.append(SentTurn(key, number, index, text, outcome, status, seconds))
     return sent
@@ -346,7 +344,7 @@ def analyse(
         wall_seconds=wall_seconds,
         planned=plan.conversations * plan.turns,
         outcomes=Counter(turn.outcome for turn in sent),
-        statuses=Counter(str(turn.status or "-") for turn in sent),
+        statuses=Counter(turn.status for turn in sent),
         turn_status=state.turn_status,
         lost=lost,
         duplicated=duplicated,
