@@ -2,6 +2,7 @@
 
 import typer
 
+from app.bench import cli as bench_cli
 from app.settings import get_settings
 from bot import cli as telegram_cli
 from evals import cli as eval_cli
@@ -15,6 +16,7 @@ cli.add_typer(usage_cli, name="usage")
 cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search, stats.")
 cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
 cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorded conversations.")
+cli.add_typer(bench_cli.app, name="bench", help="Benchmarks: prefix-cache simulator, load.")
 
 
 @cli.command()

@@ -105,7 +105,7 @@ class LLMCallCollector(BaseCallbackHandler):
             model = str(message.response_metadata.get("model_name") or model)
         if usage.cache_source == "none" and self._simulator:
             tokens = request_tokens(started.messages, started.tools)
-            usage = usage.with_simulated_cache(self._simulator.observe(tokens, self._clock()))
+            usage = usage.with_simulated_cache(self._simulator.observe(tokens, self._clock))
         price = price_for(model, self._observability)
         cost = cost_usd(usage, price) if price else 0.0
         if self._observability.metrics_enabled:

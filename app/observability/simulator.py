@@ -11,7 +11,9 @@ do not publish are marked as assumptions where they are set.
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -111,6 +113,10 @@ BLOCK16 = CacheRules(
 
 RULES = {rules.name: rules for rules in (OPENAI, ANTHROPIC, GEMINI, BLOCK16)}
 
+# What one simulator keeps at most: 16M token references, about 130 MB, hold the last five
+# minutes of 1,000 conversations with 16K-token contexts (shared prefixes count once).
+DEFAULT_MAX_TOKENS = 16_000_000
+
 
 @dataclass(frozen=True)
 class CacheOutcome:
@@ -118,56 +124,94 @@ class CacheOutcome:
     written_tokens: int
 
 
-def _common_prefix_length(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    # Binary search over slice comparisons: the comparisons run in C.
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
+class _Node:
+    """An edge of the radix tree and the prefix it ends: `label` are the tokens after the
+    parent's prefix. Every prefix through a node was last used at `used` or earlier."""
+
+    __slots__ = ("children", "entry_used", "label", "parent", "used")
+
+    def __init__(self, parent: "_Node | None", label: tuple[int, ...], used: float) -> None:
+        self.parent = parent
+        self.label = label
+        self.children: dict[int, _Node] = {}  # by the first token of their label
+        self.used = used
+        self.entry_used: float | None = None  # breakpoint rules: an entry ends here
+
+
+def _common_length(request: tuple[int, ...], start: int, stop: int, label: tuple[int, ...]) -> int:
+    """How many tokens of `label` `request[start:stop]` begins with; O(len(label)) in C."""
+    length = min(len(label), stop - start)
+    if request[start : start + length] == label[:length]:
+        return length
+    # The first difference lies in [low, high): halve that window, comparing only it.
+    low, high = 0, length
+    while high - low > 1:
+        middle = (low + high) // 2
+        if request[start + low : start + middle] == label[low:middle]:
             low = middle
         else:
-            high = middle - 1
+            high = middle
     return low
 
 
 class PrefixCacheSimulator:
-    """One provider-side prompt cache, fed the requests in the order they were sent."""
+    """One provider-side prompt cache, fed the requests in the order they were sent.
 
-    def __init__(self, rules: CacheRules) -> None:
+    The cached prefixes of all conversations share one radix tree, so a request costs
+    time in its own length, not in the number of conversations, and a prefix common to
+    many conversations (tools, system prompt) is stored once and served to all of them,
+    as a provider serves it. Expired prefixes are dropped; beyond `max_tokens` stored
+    tokens the least recently used are evicted. Safe to call from several threads.
+    """
+
+    def __init__(self, rules: CacheRules, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> None:
         self.rules = rules
-        self._entries: dict[tuple[int, ...], float] = {}  # cached prefix -> last used at
+        self.max_tokens = max_tokens
+        self._root = _Node(None, (), float("inf"))
+        self._by_use: OrderedDict[_Node, None] = OrderedDict()  # least recently used first
+        self._stored_tokens = 0
         self._last_at = float("-inf")
+        self._lock = threading.Lock()
+
+    @property
+    def stored_tokens(self) -> int:
+        """Tokens held in the cache now (a prefix shared by several requests counts once)."""
+        return self._stored_tokens
 
     def observe(
-        self, tokens: Sequence[int], at: float, breakpoints: Sequence[int] = ()
+        self,
+        tokens: Sequence[int],
+        at: float | Callable[[], float],
+        breakpoints: Sequence[int] = (),
     ) -> CacheOutcome:
-        """Send one request at time `at` (seconds, never decreasing). `breakpoints` are
-        token offsets where a prefix ends that the request marks for caching; they count
-        only under rules with explicit breakpoints."""
-        if at < self._last_at:
-            raise ValueError(f"requests must be observed in time order ({at} < {self._last_at})")
-        self._last_at = at
-        self._expire(at)
+        """Send one request at time `at` (seconds, never decreasing), or at the time a
+        clock `at` tells once this cache is free (concurrent callers stay in order).
+        `breakpoints` are token offsets where a prefix ends that the request marks for
+        caching; they count only under rules with explicit breakpoints."""
         request = tuple(tokens)
-        if self.rules.explicit_breakpoints:
-            return self._observe_at_breakpoints(request, at, breakpoints)
-        return self._observe_implicit(request, at)
-
-    def _expire(self, at: float) -> None:
-        ttl = self.rules.ttl_seconds
-        if ttl is not None:
-            self._entries = {p: used for p, used in self._entries.items() if at - used <= ttl}
+        with self._lock:
+            now = at() if callable(at) else at
+            if now < self._last_at:
+                raise ValueError(
+                    f"requests must be observed in time order ({now} < {self._last_at})"
+                )
+            self._last_at = now
+            self._expire(now)
+            if self.rules.explicit_breakpoints:
+                outcome = self._observe_at_breakpoints(request, now, breakpoints)
+            else:
+                outcome = self._observe_implicit(request, now)
+            self._evict_beyond_capacity()
+            return outcome
 
     def _observe_implicit(self, request: tuple[int, ...], at: float) -> CacheOutcome:
-        matched = max((_common_prefix_length(p, request) for p in self._entries), default=0)
-        cached = self.rules.cacheable_length(matched)
         stored = self.rules.cacheable_length(len(request))
-        if stored:
-            prefix = request[:stored]
-            # An older entry that this one extends is covered by it, and was used later.
-            self._entries = {p: used for p, used in self._entries.items() if prefix[: len(p)] != p}
-            self._entries[prefix] = at
-        return CacheOutcome(cached_tokens=cached, written_tokens=max(0, stored - cached))
+        if not stored:
+            return CacheOutcome(cached_tokens=0, written_tokens=0)
+        # Tokens matched past `stored` cannot be served: the rules cache no longer prefix.
+        _, matched = self._store(request, stored, at)
+        cached = self.rules.cacheable_length(matched)
+        return CacheOutcome(cached_tokens=cached, written_tokens=stored - cached)
 
     def _observe_at_breakpoints(
         self, request: tuple[int, ...], at: float, breakpoints: Sequence[int]
@@ -178,17 +222,96 @@ class PrefixCacheSimulator:
         if not ends:
             return CacheOutcome(cached_tokens=0, written_tokens=0)
         # A read is the longest earlier-written prefix this request repeats, up to its
-        # last breakpoint.
-        hit = max(
-            (p for p in self._entries if len(p) <= ends[-1] and request[: len(p)] == p),
-            key=len,
-            default=(),
-        )
+        # last breakpoint; writing that breakpoint's prefix refreshes it.
+        hit = self._longest_entry(request, ends[-1], at)
         for end in ends:
-            self._entries[request[:end]] = at
+            self._store(request, end, at)[0].entry_used = at
         if hit:
-            self._entries[hit] = at
-        return CacheOutcome(cached_tokens=len(hit), written_tokens=ends[-1] - len(hit))
+            self._store(request, hit, at)[0].entry_used = at
+        return CacheOutcome(cached_tokens=hit, written_tokens=ends[-1] - hit)
+
+    def _longest_entry(self, request: tuple[int, ...], limit: int, at: float) -> int:
+        """The length of the longest live breakpoint entry `request` repeats, at most `limit`."""
+        ttl = self.rules.ttl_seconds
+        node, position, longest = self._root, 0, 0
+        while position < limit:
+            child = node.children.get(request[position])
+            if child is None or position + len(child.label) > limit:
+                break
+            if _common_length(request, position, limit, child.label) < len(child.label):
+                break
+            node, position = child, position + len(child.label)
+            used = node.entry_used
+            if used is not None and (ttl is None or at - used <= ttl):
+                longest = position
+        return longest
+
+    def _store(self, request: tuple[int, ...], length: int, at: float) -> tuple[_Node, int]:
+        """Cache `request[:length]`, used at `at`. Returns the node that ends it and how
+        many of its tokens were cached before."""
+        node, position = self._root, 0
+        while position < length:
+            child = node.children.get(request[position])
+            if child is None:
+                rest = request[position:length]
+                if node is not self._root and not node.children and node.entry_used is None:
+                    node.label += rest  # the same conversation, one call later
+                else:
+                    node = self._add_child(node, rest)
+                self._stored_tokens += len(rest)
+                self._touch(node, at)
+                return node, position
+            common = _common_length(request, position, length, child.label)
+            if common < len(child.label):
+                child = self._split(child, common)
+            node, position = child, position + common
+            self._touch(node, at)
+        return node, length
+
+    def _add_child(self, parent: _Node, label: tuple[int, ...]) -> _Node:
+        child = _Node(parent, label, float("-inf"))
+        parent.children[label[0]] = child
+        return child
+
+    def _split(self, node: _Node, length: int) -> _Node:
+        """Cut `node`'s label after `length` tokens; returns the new node before the cut."""
+        assert node.parent is not None
+        head = _Node(node.parent, node.label[:length], node.used)
+        node.parent.children[head.label[0]] = head
+        node.label = node.label[length:]
+        node.parent = head
+        head.children[node.label[0]] = node
+        return head
+
+    def _touch(self, node: _Node, at: float) -> None:
+        node.used = at
+        self._by_use[node] = None
+        self._by_use.move_to_end(node)
+
+    def _expire(self, at: float) -> None:
+        ttl = self.rules.ttl_seconds
+        if ttl is None:
+            return
+        while self._by_use:
+            oldest = next(iter(self._by_use))
+            if at - oldest.used <= ttl:
+                return
+            self._drop(oldest)
+
+    def _evict_beyond_capacity(self) -> None:
+        while self.max_tokens is not None and self._stored_tokens > self.max_tokens:
+            self._drop(next(iter(self._by_use)))
+
+    def _drop(self, node: _Node) -> None:
+        """Forget `node` and every prefix that extends it (none was used later)."""
+        assert node.parent is not None
+        del node.parent.children[node.label[0]]
+        pending = [node]
+        while pending:
+            dropped = pending.pop()
+            del self._by_use[dropped]
+            self._stored_tokens -= len(dropped.label)
+            pending.extend(dropped.children.values())
 
 
 # Above this length a string inside a non-text content block (an image's base64) is

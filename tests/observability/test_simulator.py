@@ -1,5 +1,10 @@
 """The prefix-cache simulator on hand-computed cases."""
 
+import itertools
+import random
+import threading
+from dataclasses import replace
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -9,6 +14,7 @@ from app.observability.simulator import (
     GEMINI,
     OPENAI,
     CacheOutcome,
+    CacheRules,
     PrefixCacheSimulator,
     request_tokens,
 )
@@ -189,3 +195,107 @@ def test_an_image_counts_by_its_digest_not_its_encoding() -> None:
 
     assert len(first) < 100
     assert first != second
+
+
+class AllPairsCache:
+    """The simulator's rules by brute force: every cached prefix compared with every
+    request. The radix tree must give the same outcomes."""
+
+    def __init__(self, rules: CacheRules) -> None:
+        self.rules = rules
+        self.entries: dict[tuple[int, ...], float] = {}  # cached prefix -> last used at
+
+    def observe(
+        self, request: tuple[int, ...], at: float, breakpoints: tuple[int, ...]
+    ) -> CacheOutcome:
+        ttl = self.rules.ttl_seconds
+        self.entries = {p: t for p, t in self.entries.items() if ttl is None or at - t <= ttl}
+        if self.rules.explicit_breakpoints:
+            ends = sorted(
+                {e for e in breakpoints if self.rules.min_prefix_tokens <= e <= len(request)}
+            )
+            if not ends:
+                return CacheOutcome(0, 0)
+            hit = max(
+                (p for p in self.entries if len(p) <= ends[-1] and request[: len(p)] == p),
+                key=len,
+                default=(),
+            )
+            for end in (*ends, len(hit)):
+                self.entries[request[:end]] = at
+            self.entries.pop((), None)
+            return CacheOutcome(len(hit), ends[-1] - len(hit))
+
+        def common(prefix: tuple[int, ...]) -> int:
+            return next(
+                (i for i, (a, b) in enumerate(zip(prefix, request, strict=False)) if a != b),
+                min(len(prefix), len(request)),
+            )
+
+        cached = self.rules.cacheable_length(max(map(common, self.entries), default=0))
+        stored = self.rules.cacheable_length(len(request))
+        if stored:
+            self.entries[request[:stored]] = at
+        return CacheOutcome(cached, max(0, stored - cached))
+
+
+@pytest.mark.parametrize("rules", [OPENAI, ANTHROPIC, GEMINI, BLOCK16], ids=lambda r: r.name)
+def test_the_shared_tree_serves_what_comparing_every_prefix_serves(rules: CacheRules) -> None:
+    # Small rules so that short random conversations hit, branch, expire and share prefixes.
+    rules = replace(
+        rules,
+        min_prefix_tokens=rules.min_prefix_tokens // 64,
+        granularity=max(1, rules.granularity // 32),
+    )
+    rules = replace(rules, ttl_seconds=rules.ttl_seconds and 30)
+    randomness = random.Random(15)
+    shared = [randomness.randrange(5) for _ in range(40)]  # tools and system prompt
+    histories = [list(shared) for _ in range(6)]
+    tree, reference = PrefixCacheSimulator(rules), AllPairsCache(rules)
+    at = 0.0
+    for _ in range(600):
+        history = randomness.choice(histories)
+        action = randomness.random()
+        if action < 0.15:
+            del history[
+                randomness.randrange(len(shared), len(history) + 1) :
+            ]  # trimmed or summarised
+        history += [randomness.randrange(5) for _ in range(randomness.randrange(1, 12))]
+        request = tuple(history)
+        breakpoints = tuple(randomness.sample(range(1, len(request) + 1), k=min(3, len(request))))
+        at += randomness.choice((0, 1, 5, 20))
+        assert tree.observe(request, at, breakpoints) == reference.observe(request, at, breakpoints)
+
+
+def test_beyond_its_capacity_the_least_recently_used_prefix_goes() -> None:
+    cache = PrefixCacheSimulator(BLOCK16, max_tokens=100)
+    cache.observe(tokens(64), at=0)
+    cache.observe([7, *tokens(63)], at=1)  # a second conversation: 128 tokens stored in all
+
+    assert cache.stored_tokens <= 100
+    assert cache.observe([7, *tokens(63)], at=2).cached_tokens == 64  # used last: kept
+    assert cache.observe(tokens(64), at=3).cached_tokens == 0  # the oldest: evicted
+
+
+def test_concurrent_callers_with_a_clock_are_served_in_time_order() -> None:
+    cache = PrefixCacheSimulator(OPENAI)
+    ticks = itertools.count()
+    outcomes: list[CacheOutcome] = []
+
+    def send() -> None:
+        for _ in range(50):
+            # The clock is read once the cache is free: a caller that read it earlier
+            # and then waited would be out of order.
+            outcomes.append(cache.observe(tokens(2000), lambda: next(ticks) / 1000))
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(outcomes) == 400
+    assert (
+        sorted(outcomes, key=lambda o: o.cached_tokens)
+        == [CacheOutcome(0, 1920)] + [CacheOutcome(1920, 0)] * 399
+    )
