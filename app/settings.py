@@ -268,6 +268,12 @@ class TelegramSettings(BaseModel):
     messages_per_second: float = Field(30, description="Telegram's global flood limit")
     group_messages_per_minute: float = Field(20, description="Telegram's per-group flood limit")
     flood_retries: int = Field(3, description="resends after Telegram answers RetryAfter")
+    delivery_patience_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="how long an answer is resent after network errors, 5xx and 429 before "
+        "it counts as undelivered",
+    )
 
 
 class WidgetSettings(BaseModel):

@@ -24,7 +24,24 @@ from app.settings import Settings
 from bot.handlers import SupportBot
 from bot.updates import ADDRESSED_TO_BOT
 
-BotApplication = Application[Any, Any, Any, Any, Any, Any]
+
+class BotApplication(Application[Any, Any, Any, Any, Any, Any]):
+    """The Application with the bot's own start and stop, whoever runs it (long polling,
+    the webhook route, tests): at start the bot catches up on undelivered answers; at stop
+    sending stops waiting, leaving those answers for the next start."""
+
+    def __init__(self, *, support: SupportBot, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.support = support
+
+    async def start(self) -> None:
+        await super().start()
+        await self.support.start_up(self)
+
+    async def stop(self) -> None:
+        self.support.outbox.stopping.set()
+        await super().stop()
+
 
 # New messages only: an edited message is never answered a second time.
 ALLOWED_UPDATES = [Update.MESSAGE]
@@ -60,7 +77,8 @@ def build_application(
     sessions: async_sessionmaker[AsyncSession],
     *,
     polling: bool,
-    post_shutdown: Callable[[BotApplication], Coroutine[Any, Any, None]] | None = None,
+    post_shutdown: Callable[[Application[Any, Any, Any, Any, Any, Any]], Coroutine[Any, Any, None]]
+    | None = None,
 ) -> BotApplication:
     """The bot, fed by long polling or (`polling=False`) by whoever puts updates on its
     update queue: the webhook route."""
@@ -90,13 +108,14 @@ def build_application(
             )
         )
         .concurrent_updates(ChatOrderedUpdateProcessor(telegram.concurrent_chats))
-        .post_init(bot.forget_old_claims)
+        .application_class(BotApplication, kwargs={"support": bot})
     )
     if not polling:
         builder = builder.updater(None)
     if post_shutdown is not None:
         builder = builder.post_shutdown(post_shutdown)
     application = builder.build()
+    assert isinstance(application, BotApplication)
 
     new_message = filters.UpdateType.MESSAGE
     text_or_photo = new_message & (filters.TEXT | filters.PHOTO) & ~filters.COMMAND

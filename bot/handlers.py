@@ -1,24 +1,31 @@
 """The bot's handlers: an addressed message becomes one ChatService turn, its reply one or
 more Telegram messages."""
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from html import escape
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from telegram import Message, Update
+from telegram import Bot, Message, Update
 from telegram.constants import ChatAction, ChatMemberStatus, ChatType
 from telegram.error import TelegramError
 from telegram.ext import Application, ApplicationHandlerStop, ContextTypes
 
 from app.chat.service import ChatService
-from app.chat.types import ImageInput, InvalidTurn, TurnError, TurnRequest
+from app.chat.types import (
+    Citation,
+    ImageInput,
+    InvalidTurn,
+    TurnDone,
+    TurnError,
+    TurnReply,
+    TurnRequest,
+    TurnStarted,
+)
 from app.settings import Settings
 from bot.dedupe import claim_update, forget_updates_before
-from bot.render import reply_messages
+from bot.delivery import Destination, Outbox
+from bot.render import Part, reply_parts
 from bot.updates import audience, author_name, command_argument, conversation_key, question_text
 
 log = logging.getLogger(__name__)
@@ -34,8 +41,11 @@ ADMINS_ONLY = "Only the chat's admins can start a fresh conversation."
 RESET_DONE = "Starting fresh: I no longer see what was said before (it stays archived)."
 NOTHING_TO_RESET = "There is nothing to reset yet."
 EMPTY_ANSWER = "I have no answer to this."
-TYPING_REFRESH_SECONDS = 4.5  # Telegram shows "typing…" for 5 seconds
 CLAIMS_KEPT = timedelta(days=7)
+
+
+def answer_parts(answer: str, citations: list[Citation]) -> list[Part]:
+    return reply_parts(answer, citations) or [Part(EMPTY_ANSWER)]
 
 
 def help_text(bot_username: str) -> str:
@@ -48,25 +58,12 @@ def help_text(bot_username: str) -> str:
     )
 
 
-@asynccontextmanager
-async def typing(message: Message) -> AsyncIterator[None]:
-    """Show "typing…" in the chat (and topic) for as long as the block runs."""
-
-    async def keep_typing() -> None:
-        while True:
-            try:
-                await message.reply_chat_action(ChatAction.TYPING)
-            except TelegramError as error:  # cosmetic: never fail the turn for it
-                log.debug("typing action failed: %s", error)
-            await asyncio.sleep(TYPING_REFRESH_SECONDS)
-
-    task = asyncio.create_task(keep_typing())
+async def show_typing(message: Message) -> None:
+    """ "typing…" once per turn: each action counts against a group's message budget."""
     try:
-        yield
-    finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
+        await message.reply_chat_action(ChatAction.TYPING)
+    except TelegramError as error:  # cosmetic: never fail the turn for it
+        log.debug("typing action failed: %s", error)
 
 
 async def largest_photo(message: Message) -> ImageInput:
@@ -84,10 +81,36 @@ class SupportBot:
         self._settings = settings
         self._chat = chat
         self._sessions = sessions
+        self.outbox = Outbox(
+            sessions,
+            settings.telegram.delivery_patience_seconds,
+            count_failures=settings.observability.metrics_enabled,
+        )
 
-    async def forget_old_claims(self, _: Application) -> None:
+    async def start_up(self, application: Application) -> None:
+        """Once the bot runs: drop old update claims, then resend what earlier runs
+        answered (or failed to answer) but did not deliver, in the background."""
         async with self._sessions() as session:
             await forget_updates_before(session, datetime.now(UTC) - CLAIMS_KEPT)
+        application.create_task(self.resend_undelivered(application.bot))
+
+    async def resend_undelivered(self, bot: Bot) -> None:
+        for delivery, turn in await self.outbox.undelivered():
+            if self.outbox.stopping.is_set():
+                return
+            if turn.status == "ok":
+                parts = answer_parts(*await self.outbox.stored_answer(turn))
+            else:  # failed or interrupted: the question is kept, the user is told
+                parts = [Part(APOLOGY)]
+            log.info("resending the answer of turn %s", turn.id)
+            await self.outbox.deliver(
+                bot,
+                delivery.turn_id,
+                Destination.of_row(delivery),
+                parts,
+                already_sent=delivery.parts_sent,
+                apology=APOLOGY if turn.status == "ok" else None,
+            )
 
     async def skip_duplicates(self, update: Update, _: Context) -> None:
         async with self._sessions() as session:
@@ -142,19 +165,36 @@ class SupportBot:
             text=text,
             images=images,
         )
+        destination = Destination.of(message)
+        await show_typing(message)
         try:
-            async with typing(message):
-                outcome = await self._chat.turn_outcome(request)  # Telegram shows no tokens
+            outcome, turn_id = await self._run_turn(request, destination)
         except InvalidTurn as refused:
             await message.reply_text(escape(f"I cannot take this message: {refused}."))
             return
-        if isinstance(outcome, TurnError):
-            await message.reply_text(APOLOGY if outcome.message_kept else NOT_KEPT)
+        if turn_id is None:  # nothing was stored, so nothing is owed either
+            await message.reply_text(NOT_KEPT)
             return
-        parts = reply_messages(outcome.text, outcome.citations) or [EMPTY_ANSWER]
-        await message.reply_text(parts[0], do_quote=True)
-        for part in parts[1:]:
-            await message.reply_text(part, do_quote=False)
+        if isinstance(outcome, TurnError):
+            parts, apology = [Part(APOLOGY)], None
+        else:
+            parts, apology = answer_parts(outcome.text, outcome.citations), APOLOGY
+        await self.outbox.deliver(message.get_bot(), turn_id, destination, parts, apology=apology)
+
+    async def _run_turn(
+        self, request: TurnRequest, destination: Destination
+    ) -> tuple[TurnReply | TurnError, int | None]:
+        """The turn's outcome and its delivery's id, recorded as soon as the question is
+        stored (None when it was not)."""
+        turn_id = None
+        async for event in self._chat.stream_turn(request, tokens=False):  # no tokens shown
+            if isinstance(event, TurnStarted):
+                turn_id = await self.outbox.expect(event.conversation_key, event.turn, destination)
+            elif isinstance(event, TurnDone):
+                return event.reply, turn_id
+            elif isinstance(event, TurnError):
+                return event, turn_id
+        raise AssertionError("a turn's events end with done or error")
 
     async def _from_admin(self, message: Message) -> bool:
         if message.chat.type == ChatType.PRIVATE:

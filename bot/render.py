@@ -1,80 +1,73 @@
-"""A TurnReply as Telegram HTML messages: escaped, split under Telegram's length limit."""
+"""A TurnReply as Telegram messages: the model's Markdown becomes message entities
+(telegramify-markdown), split under Telegram's limit without breaking an entity."""
 
-from html import escape
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+import telegramify_markdown
+from telegram import MessageEntity
 from telegram.constants import MessageLimit
+from telegramify_markdown import split_entities, utf16_len
 
 from app.chat.types import Citation
 
-# Coarser boundaries first: a message ends at a paragraph when it can, mid-word never
-# unless a single word is longer than a message.
-_SEPARATORS = ("\n\n", "\n", ". ", " ")
+Entity = telegramify_markdown.MessageEntity
 
 
-def _html_length(text: str) -> int:
-    # Telegram counts characters after parsing, so the escaped length is a safe upper bound.
-    return len(escape(text, quote=False))
+@dataclass(frozen=True)
+class Part:
+    """One Telegram message: plain text and its entities (offsets in UTF-16 code units)."""
+
+    text: str
+    entities: tuple[MessageEntity, ...] = ()
 
 
-def _hard_cut(text: str, limit: int) -> list[str]:
-    pieces, current, length = [], "", 0
-    for char in text:
-        size = _html_length(char)
-        if length + size > limit:
-            pieces.append(current)
-            current, length = "", 0
-        current, length = current + char, length + size
-    return [*pieces, current] if current else pieces
+def _is_web_address(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
 
 
-def split_text(text: str, limit: int = MessageLimit.MAX_TEXT_LENGTH) -> list[str]:
-    """Plain-text pieces whose escaped HTML fits in one message each."""
-    return _split(text.strip(), limit, _SEPARATORS)
+def _sources(citations: Sequence[Citation]) -> tuple[str, list[Entity]]:
+    """The sources list: a link when the source is a web address; documents inside the
+    knowledge base are named by their title only."""
+    text = "Sources:"
+    entities = [Entity("bold", 0, utf16_len(text))]
+    for citation in citations:
+        text += "\n• "
+        if _is_web_address(citation.source):
+            start, length = utf16_len(text), utf16_len(citation.title)
+            entities.append(Entity("text_link", start, length, url=citation.source))
+        text += citation.title
+    return text, entities
 
 
-def _split(text: str, limit: int, separators: tuple[str, ...]) -> list[str]:
-    if _html_length(text) <= limit:
-        return [text] if text else []
-    if not separators:
-        return _hard_cut(text, limit)
-    separator, finer = separators[0], separators[1:]
-    pieces: list[str] = []
-    current = ""
-    for part in text.split(separator):
-        joined = f"{current}{separator}{part}" if current else part
-        if _html_length(joined) <= limit:
-            current = joined
-            continue
-        if current:
-            pieces.append(current)
-        if _html_length(part) <= limit:
-            current = part
-        else:  # the last piece of a long part may still take the next part
-            *full, current = _split(part, limit, finer)
-            pieces += full
-    if current:
-        pieces.append(current)
-    return [piece.strip() for piece in pieces if piece.strip()]
+def _telegram_entity(entity: Entity) -> MessageEntity:
+    return MessageEntity(
+        entity.type, entity.offset, entity.length, url=entity.url, language=entity.language
+    )
 
 
-def citation_html(citation: Citation) -> str:
-    """A link when the source is a web address; documents inside the knowledge base are
-    named by their title only."""
-    title = escape(citation.title, quote=False)
-    if citation.source.startswith(("http://", "https://")):
-        return f'<a href="{escape(citation.source)}">{title}</a>'
-    return title
+def _trimmed(text: str, entities: list[Entity]) -> Part:
+    """A chunk without the blank lines it was cut at, its entities moved and clipped."""
+    shift = utf16_len(text) - utf16_len(text.lstrip())
+    text = text.strip()
+    end = utf16_len(text)
+    kept = []
+    for entity in entities:
+        start, stop = max(entity.offset - shift, 0), min(entity.offset + entity.length - shift, end)
+        if stop > start:
+            kept.append(_telegram_entity(entity.copy_with(offset=start, length=stop - start)))
+    return Part(text, tuple(kept))
 
 
-def reply_messages(
-    answer: str, citations: list[Citation], limit: int = MessageLimit.MAX_TEXT_LENGTH
-) -> list[str]:
-    """The answer as HTML messages in order, the sources listed at the end."""
-    messages = [escape(piece, quote=False) for piece in split_text(answer, limit)]
+def reply_parts(
+    answer: str, citations: Sequence[Citation], limit: int = MessageLimit.MAX_TEXT_LENGTH
+) -> list[Part]:
+    """The answer as Telegram messages in order, the sources listed at the end."""
+    text, entities = telegramify_markdown.convert(answer.strip())
+    text = text.strip()
     if citations:
-        sources = "Sources:\n" + "\n".join(f"• {citation_html(c)}" for c in citations)
-        if messages and len(messages[-1]) + 2 + len(sources) <= limit:
-            messages[-1] += "\n\n" + sources
-        else:
-            messages.append(sources)
-    return messages
+        sources, source_entities = _sources(citations)
+        shift = utf16_len(text + "\n\n") if text else 0
+        text = f"{text}\n\n{sources}" if text else sources
+        entities += [e.copy_with(offset=e.offset + shift) for e in source_entities]
+    return [_trimmed(*chunk) for chunk in split_entities(text, entities, limit)]

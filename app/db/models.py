@@ -134,6 +134,25 @@ class ProcessedUpdate(Base):
     )
 
 
+class TelegramDelivery(Base):
+    """Where a turn's answer goes in Telegram and whether it got there: `pending` from the
+    moment the question is stored, then `sent` or `failed` (bot/delivery.py)."""
+
+    __tablename__ = "telegram_deliveries"
+
+    turn_id: Mapped[int] = mapped_column(
+        ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    chat_id: Mapped[int] = mapped_column(BigInteger)
+    message_thread_id: Mapped[int | None] = mapped_column(BigInteger)
+    reply_to_message_id: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    parts_sent: Mapped[int] = mapped_column(Integer, default=0)  # a resend skips these
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
 class Feedback(Base):
     """A rating of one answer (one turn), e.g. from the staff widget's thumbs."""
 

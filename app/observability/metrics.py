@@ -55,6 +55,13 @@ TURNS = Counter(
     registry=REGISTRY,
 )
 
+UNDELIVERED = Counter(
+    "supportbot_telegram_undelivered",
+    "Telegram answers (or apologies) given up on after the delivery patience ran out or "
+    "Telegram refused them",
+    registry=REGISTRY,
+)
+
 
 def record_call(
     *, profile: str, model: str, purpose: str, usage: TokenUsage, cost_usd: float | None
@@ -74,6 +81,10 @@ def observe_turn(*, profile: str, channel: str, seconds: float) -> None:
 
 def count_turn(*, status: str, channel: str) -> None:
     TURNS.labels(status=status, channel=channel).inc()
+
+
+def count_undelivered() -> None:
+    UNDELIVERED.inc()
 
 
 def exposition() -> tuple[bytes, str]:

@@ -22,7 +22,8 @@ BOT_USER = {"id": 123456, "is_bot": True, "first_name": "Support", "username": "
 LONG_POLL_SECONDS = 0.3  # short, so that stopping the bot never waits on an open poll
 # PTB sends every non-string parameter JSON-encoded in a form field.
 _JSON_FIELDS = {"chat_id", "message_thread_id", "reply_parameters", "offset", "timeout", "limit"}
-_JSON_FIELDS |= {"allowed_updates", "user_id", "link_preview_options"}
+_JSON_FIELDS |= {"allowed_updates", "user_id", "link_preview_options", "entities"}
+_JSON_FIELDS |= {"reply_markup", "commands", "message_id", "scope"}
 
 Json = dict[str, Any]
 
@@ -54,11 +55,12 @@ class FakeBotApi:
     def __init__(self) -> None:
         self.url = ""
         self.pending: list[Json] = []  # updates not yet confirmed by a getUpdates offset
-        self.calls: list[tuple[str, Json]] = []
+        self.calls: list[tuple[str, Json]] = []  # every call, refused ones included
+        self.delivered: list[Json] = []  # the parameters of each sendMessage that succeeded
         self.bot_messages: list[Json] = []  # what sendMessage returned, to reply to
         self.files: dict[str, bytes] = {}
         self.chat_members: dict[tuple[int, int], str] = {}
-        self.flood_on_next_send = 0  # answer sendMessage with 429 this many times
+        self._send_faults: list[tuple[int, Json]] = []  # answers for the next sendMessages
         self._new_update = asyncio.Event()
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
@@ -120,6 +122,32 @@ class FakeBotApi:
         self.pending = sorted([*self.pending, update], key=lambda u: u["update_id"])
         self._new_update.set()
 
+    def callback_query(self, from_: Json, message: Json, data: str) -> Json:
+        """A click on an inline button under one of the bot's messages."""
+        return {
+            "id": f"cb-{next(self._update_ids)}",
+            "from": from_,
+            "message": message,
+            "chat_instance": "instance-1",
+            "data": data,
+        }
+
+    # -- fault injection -------------------------------------------------------------------
+
+    def fail_sends(self, count: int, status: int = 500, retry_after: int | None = None) -> None:
+        """Refuse the next `count` sendMessage calls with `status` (429: with retry_after)."""
+        body: Json = {"ok": False, "error_code": status, "description": f"Error {status}"}
+        if retry_after is not None:
+            body |= {
+                "description": f"Too Many Requests: retry after {retry_after}",
+                "parameters": {"retry_after": retry_after},
+            }
+        self._send_faults += [(status, body)] * count
+
+    def heal(self) -> None:
+        """Every sendMessage succeeds again."""
+        self._send_faults.clear()
+
     # -- what the bot sent -----------------------------------------------------------------
 
     def sent(self, method: str = "sendMessage") -> list[Json]:
@@ -128,17 +156,25 @@ class FakeBotApi:
     def replies_to(self, message: Json) -> list[Json]:
         return [
             sent
-            for sent in self.sent()
+            for sent in self.delivered
             if sent.get("reply_parameters", {}).get("message_id") == message["message_id"]
         ]
 
     async def wait_for_messages(self, count: int, timeout: float = 10.0) -> list[Json]:
+        """The messages delivered, once there are `count` of them."""
+        return await self.wait_for_calls(count, "sendMessage", timeout, delivered=True)
+
+    async def wait_for_calls(
+        self, count: int, method: str, timeout: float = 10.0, *, delivered: bool = False
+    ) -> list[Json]:
+        """The calls of `method` (`delivered`: the sendMessages that succeeded), once
+        there are `count` of them."""
         deadline = time.monotonic() + timeout
-        while len(self.sent()) < count:
+        while len(calls := self.delivered if delivered else self.sent(method)) < count:
             if time.monotonic() > deadline:
-                raise AssertionError(f"expected {count} messages, the bot sent {self.sent()}")
+                raise AssertionError(f"expected {count} {method} calls, got {calls}")
             await asyncio.sleep(0.02)
-        return self.sent()
+        return calls
 
     # -- the Bot API -----------------------------------------------------------------------
 
@@ -155,17 +191,9 @@ class FakeBotApi:
         }
         self.calls.append((method, params))
         handler: Callable[[Json], Any] = getattr(self, f"_api_{method}")
-        if method == "sendMessage" and self.flood_on_next_send:
-            self.flood_on_next_send -= 1
-            return JSONResponse(
-                {
-                    "ok": False,
-                    "error_code": 429,
-                    "description": "Too Many Requests: retry after 1",
-                    "parameters": {"retry_after": 1},
-                },
-                429,
-            )
+        if method == "sendMessage" and self._send_faults:
+            status, body = self._send_faults.pop(0)
+            return JSONResponse(body, status)
         result = handler(params)
         if asyncio.iscoroutine(result):
             result = await result
@@ -204,11 +232,27 @@ class FakeBotApi:
             "from": BOT_USER,
             "text": params["text"],
         }
+        if "message_thread_id" in params:
+            sent |= {"message_thread_id": params["message_thread_id"], "is_topic_message": True}
+        if "reply_markup" in params:
+            sent["reply_markup"] = params["reply_markup"]
+        self.delivered.append(params)
         self.bot_messages.append(sent)
         return sent
 
     def _api_sendChatAction(self, _: Json) -> bool:
         return True
+
+    def _api_setMyCommands(self, _: Json) -> bool:
+        return True
+
+    def _api_answerCallbackQuery(self, _: Json) -> bool:
+        return True
+
+    def _api_editMessageReplyMarkup(self, params: Json) -> Json:
+        edited = next(m for m in self.bot_messages if m["message_id"] == params["message_id"])
+        edited["reply_markup"] = params.get("reply_markup")
+        return edited
 
     def _api_getFile(self, params: Json) -> Json:
         file_id = params["file_id"]

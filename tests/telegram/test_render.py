@@ -1,53 +1,70 @@
-"""Replies as Telegram HTML: escaping, splitting under the length limit, citations."""
+"""Replies as Telegram messages: Markdown as entities, splitting under the limit (in UTF-16
+code units) without breaking an entity, citations."""
+
+from telegram import MessageEntity
 
 from app.chat.types import Citation
-from bot.render import reply_messages, split_text
+from bot.render import Part, reply_parts
 
 
-def test_text_is_escaped_for_html() -> None:
-    assert reply_messages('Use a < b & "c" > d', []) == ['Use a &lt; b &amp; "c" &gt; d']
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
 
 
-def test_a_long_answer_splits_on_paragraph_boundaries() -> None:
-    paragraphs = ["a" * 40, "b" * 40, "c" * 40]
-    assert split_text("\n\n".join(paragraphs), limit=90) == [
-        f"{'a' * 40}\n\n{'b' * 40}",
-        "c" * 40,
+def spans(part: Part) -> list[tuple[str, str]]:
+    """Each entity's type and the text it covers (offsets in UTF-16 code units)."""
+    encoded = part.text.encode("utf-16-le")
+    return [
+        (e.type, encoded[2 * e.offset : 2 * (e.offset + e.length)].decode("utf-16-le"))
+        for e in part.entities
     ]
 
 
-def test_a_paragraph_longer_than_a_message_splits_on_lines_then_words() -> None:
-    text = "one two three four\nfive six seven eight nine"
-    assert split_text(text, limit=12) == [
-        "one two",
-        "three four",
-        "five six",
-        "seven eight",
-        "nine",
+def test_markdown_becomes_entities() -> None:
+    answer = (
+        "**Step 1.** Open *Sales*, then:\n\n"
+        "- pick `New invoice`\n- save it\n\n"
+        "See [the guide](https://docs.example.com/a?b=1&c=2).\n\n"
+        "```python\nprint('a < b')\n```"
+    )
+    (part,) = reply_parts(answer, [])
+    assert "**" not in part.text and "```" not in part.text and "[" not in part.text
+    assert spans(part) == [
+        ("bold", "Step 1."),
+        ("italic", "Sales"),
+        ("code", "New invoice"),
+        ("text_link", "the guide"),
+        ("pre", "print('a < b')"),
     ]
+    link = next(e for e in part.entities if e.type == MessageEntity.TEXT_LINK)
+    assert link.url == "https://docs.example.com/a?b=1&c=2"
+    assert "save it" in part.text and "a < b" in part.text  # no HTML escaping needed
 
 
-def test_the_limit_counts_escaped_characters_and_never_cuts_an_entity() -> None:
-    pieces = split_text("&" * 10, limit=12)  # no separators: cut by characters
-    assert pieces == ["&&", "&&", "&&", "&&", "&&"]
-    assert all(len(p.replace("&", "&amp;")) <= 12 for p in pieces)
+def test_a_long_answer_splits_under_the_limit_and_keeps_every_entity_whole() -> None:
+    paragraph = "Read **the 🧾 invoice rules** first. " + "word " * 30
+    parts = reply_parts("\n\n".join([paragraph] * 12), [], limit=400)
+    assert len(parts) > 1
+    for part in parts:
+        assert utf16_len(part.text) <= 400  # Telegram counts UTF-16 code units
+        assert all(e.offset + e.length <= utf16_len(part.text) for e in part.entities)
+        assert all(text == "the 🧾 invoice rules" for _, text in spans(part))
+    assert sum(len(part.entities) for part in parts) == 12
 
 
-def test_citations_link_web_addresses_only() -> None:
+def test_citations_link_web_addresses_and_name_the_others() -> None:
     citations = [
         Citation("Filters & reports", "https://docs.example.com/f?a=1&b=2"),
         Citation("Creating an invoice", "en/create-invoice.md"),
     ]
-    assert reply_messages("Answer.", citations) == [
-        "Answer.\n\nSources:\n"
-        '• <a href="https://docs.example.com/f?a=1&amp;b=2">Filters &amp; reports</a>\n'
-        "• Creating an invoice"
-    ]
+    (part,) = reply_parts("Answer.", citations)
+    assert part.text == "Answer.\n\nSources:\n• Filters & reports\n• Creating an invoice"
+    assert spans(part) == [("bold", "Sources:"), ("text_link", "Filters & reports")]
+    assert part.entities[1].url == "https://docs.example.com/f?a=1&b=2"
 
 
-def test_sources_that_do_not_fit_get_their_own_message() -> None:
+def test_sources_that_do_not_fit_go_to_the_next_message() -> None:
     citation = Citation("Creating an invoice", "en/create-invoice.md")
-    assert reply_messages("x" * 90, [citation], limit=100) == [
-        "x" * 90,
-        "Sources:\n• Creating an invoice",
-    ]
+    parts = reply_parts("x" * 90, [citation], limit=100)
+    assert [p.text for p in parts] == ["x" * 90, "Sources:\n• Creating an invoice"]
+    assert spans(parts[1]) == [("bold", "Sources:")]
