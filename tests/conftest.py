@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.api.main import create_app
@@ -71,6 +72,18 @@ def pg_database_url() -> Iterator[str]:
     name = f"supportbot_test_{uuid.uuid4().hex[:10]}"
     _admin(f'CREATE DATABASE "{name}"')
     yield with_database(PG_ADMIN_URL, name)
+    _admin(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def own_pg_url(pg_database_url: str) -> Iterator[str]:
+    """A migrated database of this test's own, for tests that commit (concurrent turns on
+    real pools): the rolled-back tests sharing the session's database never see its rows."""
+    name = f"{make_url(pg_database_url).database}_{uuid.uuid4().hex[:6]}"
+    _admin(f'CREATE DATABASE "{name}"')
+    url = with_database(pg_database_url, name)
+    migrate.upgrade(url)
+    yield url
     _admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 

@@ -4,7 +4,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.bench.load import (
     ANSWERED,
@@ -48,10 +47,8 @@ def test_short_load_on_sqlite_loses_nothing(tmp_path: Path, sample_index: Path) 
 
 
 @pytest.mark.postgres
-def test_short_load_on_postgres_loses_nothing(
-    pg_engine: AsyncEngine, pg_database_url: str, sample_index: Path
-) -> None:
-    report = run(SHORT, pg_database_url, sample_index)  # pg_engine has migrated it
+def test_short_load_on_postgres_loses_nothing(own_pg_url: str, sample_index: Path) -> None:
+    report = run(SHORT, own_pg_url, sample_index)
 
     assert_nothing_lost(report)
 

@@ -31,10 +31,8 @@ class SlowModel(CapturingChatModel):
 
 
 @pytest.fixture
-async def replicas(
-    settings: Settings, pg_database_url: str, pg_engine: Any
-) -> AsyncIterator[list[ChatService]]:
-    engines = [make_async_engine(DbSettings(url=pg_database_url)) for _ in range(2)]
+async def replicas(settings: Settings, own_pg_url: str) -> AsyncIterator[list[ChatService]]:
+    engines = [make_async_engine(DbSettings(url=own_pg_url)) for _ in range(2)]
     services = [
         ChatService(
             settings,
@@ -49,7 +47,7 @@ async def replicas(
 
 
 async def test_concurrent_turns_on_two_replicas_are_serialized(
-    replicas: list[ChatService], pg_engine: Any
+    replicas: list[ChatService], own_pg_url: str
 ) -> None:
     key = f"scaling:{time.time_ns()}"
     questions = ["create an invoice", "record a payment", "VAT rates", "partial payment"]
@@ -60,16 +58,20 @@ async def test_concurrent_turns_on_two_replicas_are_serialized(
     replies = await asyncio.gather(*(service.handle_turn(r) for service, r in requests))
     assert sorted(reply.turn for reply in replies) == list(range(1, 9))
 
-    async with make_session_factory(pg_engine)() as session:
-        conversation = await session.scalar(select(Conversation).where(Conversation.key == key))
-        assert conversation is not None
-        messages = list(
-            await session.scalars(
-                select(Message)
-                .where(Message.conversation_id == conversation.id)
-                .order_by(Message.seq)
+    reader = make_async_engine(DbSettings(url=own_pg_url))
+    try:
+        async with make_session_factory(reader)() as session:
+            conversation = await session.scalar(select(Conversation).where(Conversation.key == key))
+            assert conversation is not None
+            messages = list(
+                await session.scalars(
+                    select(Message)
+                    .where(Message.conversation_id == conversation.id)
+                    .order_by(Message.seq)
+                )
             )
-        )
+    finally:
+        await reader.dispose()
     # Every turn's messages are contiguous and complete: user, tool call, result, answer.
     turns = [m.turn for m in messages]
     assert turns == sorted(turns)
@@ -81,12 +83,10 @@ async def test_concurrent_turns_on_two_replicas_are_serialized(
     assert [m.content for m in answers] == [by_turn[n] for n in range(1, 9)]
 
 
-async def test_a_telegram_update_is_claimed_once_across_replicas(
-    pg_database_url: str, pg_engine: Any
-) -> None:
+async def test_a_telegram_update_is_claimed_once_across_replicas(own_pg_url: str) -> None:
     """Both replicas receive the same update at once (a webhook retry landing on the other
     replica): exactly one of them gets to handle it."""
-    engines = [make_async_engine(DbSettings(url=pg_database_url)) for _ in range(2)]
+    engines = [make_async_engine(DbSettings(url=own_pg_url)) for _ in range(2)]
     update_id = time.time_ns() % 2**62
 
     async def claim(engine: Any) -> bool:
