@@ -29,6 +29,14 @@ console = Console()
 DEFAULT_PROFILES = "baseline,clearing,trim+clear,summary+clear,hybrid,client"
 
 
+# Options both commands take: the manuals to mirror into the eval index, and where it lives.
+KbOption = Annotated[
+    Path | None,
+    typer.Option(help="folder ingested into the eval collection (gold paths are relative)"),
+]
+CacheDirOption = Annotated[Path, typer.Option(help="the eval index lives here")]
+
+
 def _search_range(value: str) -> tuple[int, int]:
     fewest, _, most = value.partition("-")
     return int(fewest), int(most or fewest)
@@ -59,13 +67,8 @@ def run(
     helper_price: Annotated[
         str, typer.Option(help="price-table model the offline summary/expert are billed as")
     ] = "gemini-3-flash",
-    kb: Annotated[
-        Path | None,
-        typer.Option(help="folder ingested into the eval collection (gold paths are relative)"),
-    ] = None,
-    cache_dir: Annotated[Path, typer.Option(help="the eval index lives here")] = Path(
-        "./var/evals"
-    ),
+    kb: KbOption = None,
+    cache_dir: CacheDirOption = Path("./var/evals"),
     gap_minutes: Annotated[float, typer.Option(help="minutes between turns")] = 0.0,
     repeat: Annotated[int, typer.Option(min=1, help="runs per profile")] = 1,
     seed: Annotated[int, typer.Option(help="seed of the first run; run i uses seed+i")] = 0,
@@ -139,13 +142,8 @@ def answers(
     scenario: Annotated[
         list[Path], typer.Option(help="scenario YAML; repeat the option for several")
     ],
-    kb: Annotated[
-        Path | None,
-        typer.Option(help="folder ingested into the eval collection (gold paths are relative)"),
-    ] = None,
-    cache_dir: Annotated[Path, typer.Option(help="the eval index lives here")] = Path(
-        "./var/evals"
-    ),
+    kb: KbOption = None,
+    cache_dir: CacheDirOption = Path("./var/evals"),
     searches: Annotated[
         str, typer.Option(help="offline model: fewest-most searches per user message")
     ] = "1",
