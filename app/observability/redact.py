@@ -10,6 +10,7 @@ emits, its traceback included.
 import logging
 import re
 from collections.abc import Iterable, Iterator
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, SecretStr
@@ -118,7 +119,8 @@ class RedactingFilter(logging.Filter):
             message = record.getMessage()
         except Exception:  # malformed arguments: leave it to the handler's error path
             return True
-        record.msg, record.args = redact_secrets(message, self.known), None
+        if redact_secrets(message, self.known) != message:
+            record.msg, record.args = self._redacted(record, message)
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
@@ -126,6 +128,22 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact_secrets(record.stack_info, self.known)
         return True
+
+    def _redacted(self, record: logging.LogRecord, message: str) -> tuple[Any, Any]:
+        """Message and arguments with the secrets out, keeping the arguments' shape where
+        that suffices: formatters such as uvicorn's access log unpack them."""
+        if isinstance(record.args, tuple):
+            args = tuple(
+                redact_secrets(a, self.known) if isinstance(a, str) else a for a in record.args
+            )
+            msg = redact_secrets(str(record.msg), self.known)
+            try:
+                merged = msg % args if args else msg
+            except (TypeError, ValueError):
+                merged = message
+            if redact_secrets(merged, self.known) == merged:
+                return msg, args
+        return redact_secrets(message, self.known), None
 
 
 def install_log_redaction(known: Iterable[str] = ()) -> RedactingFilter:

@@ -176,3 +176,27 @@ def test_the_app_scrubs_its_configured_secrets_from_the_logs_once_started(
         root.removeHandler(handler)
 
     assert f"provider echoed {REDACTED}\n" in stream.getvalue()
+
+
+def test_uvicorn_access_lines_still_format_after_redaction() -> None:
+    """uvicorn's access formatter unpacks the record's arguments: they keep their shape."""
+    from uvicorn.logging import AccessFormatter
+
+    formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s')
+    redactor = RedactingFilter()
+    for path, shown in [
+        ("/healthz", "/healthz"),
+        ("/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0/getMe", "[REDACTED]"),
+    ]:
+        record = logging.LogRecord(
+            "uvicorn.access",
+            logging.INFO,
+            __file__,
+            1,
+            '%s - "%s %s HTTP/%s" %d',
+            ("127.0.0.1:5000", "GET", path, "1.1", 200),
+            None,
+        )
+        assert redactor.filter(record)
+        line = formatter.format(record)
+        assert shown in line and "AAHdqTcv" not in line and line.endswith('" 200 OK')
