@@ -20,11 +20,18 @@ from app.agent.memory.middleware import MemoryMiddleware
 from app.agent.memory.recall import recall_history_tool
 from app.agent.memory.state import MemoryContext
 from app.agent.memory.summarizer import build_summary_model
-from app.agent.models import StepLimitMiddleware, build_chat_model, model_fault_middleware
+from app.agent.models import (
+    OFFLINE,
+    StepLimitMiddleware,
+    build_chat_model,
+    model_fault_middleware,
+)
 from app.agent.tools import knowledge_search_tool, tool_retry_middleware
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.db.engine import make_async_engine, make_session_factory
+from app.handoff.service import HandoffService
+from app.handoff.tool import request_human_tool
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.settings import Settings
@@ -54,6 +61,14 @@ def agent_factory(
         settings.profiles.recall_results, settings.profiles.recall_token_budget
     )
 
+    # Offered to a real model, for the audiences handed to a person (app/handoff); the
+    # offline model never calls it (a keyword rule stands in), so it is not sent the tool.
+    by_audience = settings.profiles.by_audience
+    handing_over = {by_audience[audience] for audience in settings.handoff.audiences}
+    if settings.llm.model == OFFLINE:
+        handing_over.clear()
+    request_human = request_human_tool()
+
     # Shared by every profile: they hold settings only, no per-conversation state.
     step_limit = StepLimitMiddleware(settings.llm.max_agent_steps)
     model_faults = model_fault_middleware(settings.llm)
@@ -77,7 +92,7 @@ def agent_factory(
         ]
         return create_agent(
             model,
-            tools=tools,
+            tools=[*tools, request_human] if profile in handing_over else tools,
             system_prompt=settings.chat.system_prompt,
             middleware=middleware,
             context_schema=MemoryContext,
@@ -103,12 +118,14 @@ class Runtime:
         knowledge = KnowledgeBase.from_settings(settings.knowledge)
         model = build_chat_model(settings.llm.model, settings.llm, client_retries=0)
         tracer = Tracer.from_settings(settings)
+        turns = TurnStore.for_engine(engine, settings.db)
         chat = ChatService(
             settings,
-            TurnStore.for_engine(engine, settings.db),
+            turns,
             agent_factory(settings, model, knowledge),
             tracer=tracer,
             simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
+            handoffs=HandoffService(settings, turns),
         )
         return cls(settings, engine, sessions, knowledge, tracer, chat)
 

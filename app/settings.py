@@ -1,7 +1,7 @@
 """All configuration, from environment variables `SUPPORTBOT_<GROUP>__<FIELD>` (or `.env`).
 
 Groups: db, llm, knowledge, langfuse, observability, telegram, widget, api, expert, chat,
-profiles.
+profiles, handoff.
 Every field has an embedded default so the service runs with no configuration at all.
 Relative paths (`var/qdrant`, `sqlite:///./var/supportbot.db`, a sample path) resolve
 against one root, `SUPPORTBOT_HOME` (see `default_home`), never the working directory.
@@ -11,9 +11,11 @@ import ipaddress
 import itertools
 import os
 import re
+from datetime import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import limits
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
@@ -461,6 +463,39 @@ class ProfilesSettings(BaseModel):
         return self
 
 
+class HandoffSettings(BaseModel):
+    """Handing a conversation to a person (README: Handoff to a person)."""
+
+    audiences: list[Audience] = Field(
+        default_factory=lambda: list[Audience](["client"]),
+        description="audiences whose conversations are handed to a person when asked, after "
+        "`not_found_turns` answers in a row found nothing, or `thumbs_down` 👎",
+    )
+    not_found_turns: int = Field(2, ge=1, description="answers in a row that found nothing")
+    thumbs_down: int = Field(2, ge=1, description="👎 ratings in one conversation")
+    timezone: str = Field("UTC", description="IANA time zone of the office hours")
+    office_days: list[int] = Field(
+        default_factory=lambda: [0, 1, 2, 3, 4], description="weekdays staffed, Monday = 0"
+    )
+    office_start: time = Field(time(9, 0), description="when a shift starts, local time")
+    office_end: time = Field(time(17, 0), description="when it ends, local time")
+    staff_telegram_chat_id: int | None = Field(
+        None, description="Telegram chat the handoff cards are posted to, with a Claim button"
+    )
+    transcript_base_url: str = Field(
+        "", description="prefix of the transcript link on a card, e.g. https://support.example.com"
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _a_time_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as error:
+            raise ValueError(f"unknown time zone {value!r}") from error
+        return value
+
+
 def _sqlite_url_under(home: Path, url: str) -> str:
     """A SQLite URL whose relative file path is made absolute under `home`; others as given."""
     parsed = make_url(url)
@@ -501,6 +536,7 @@ class Settings(BaseSettings):
     chat: ChatSettings = ChatSettings()
     expert: ExpertSettings = ExpertSettings()
     profiles: ProfilesSettings = ProfilesSettings()
+    handoff: HandoffSettings = HandoffSettings()
     admin_token: SecretStr | None = Field(None, description="protects the admin endpoints")
     home: Path = Field(
         default_factory=default_home,

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 
 from app.chat.store import TurnStore
-from app.chat.turn import AgentForProfile, TurnRunner
+from app.chat.turn import AgentForProfile, Emit, TurnRunner
 from app.chat.types import (
     InvalidTurn,
     TurnDone,
@@ -23,6 +23,7 @@ from app.chat.types import (
 )
 from app.db import queries
 from app.db.models import Conversation, Feedback, Message, Turn
+from app.handoff.service import HandoffService
 from app.observability.simulator import PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.settings import AUDIENCES, Settings
@@ -40,8 +41,10 @@ class ChatService:
         tracer: Tracer | None = None,
         simulator: PrefixCacheSimulator | None = None,
         clock: Callable[[], float] = time.time,
+        handoffs: HandoffService | None = None,
     ) -> None:
-        """`simulator` and `clock`: see TurnRunner."""
+        """`simulator` and `clock`: see TurnRunner. `handoffs`: hand conversations to a
+        person (None: the bot answers everything)."""
         self._settings = settings
         self._store = store
         self._tracer = tracer or Tracer.disabled(settings.observability)
@@ -49,6 +52,7 @@ class ChatService:
             settings, store, agent_for_profile, self._tracer, simulator, clock
         )
         self._running: set[asyncio.Task[None]] = set()
+        self.handoffs = handoffs
 
     def validate(self, request: TurnRequest) -> None:
         text = request.text.strip()
@@ -89,7 +93,7 @@ class ChatService:
         it, and its answer is stored."""
         self.validate(request)
         events: asyncio.Queue[TurnEvent | InvalidTurn] = asyncio.Queue()
-        task = asyncio.create_task(self._runner.run(request, events.put_nowait, tokens))
+        task = asyncio.create_task(self._run(request, events.put_nowait, tokens))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
         while True:
@@ -99,6 +103,26 @@ class ChatService:
             yield event
             if isinstance(event, TurnDone | TurnError):
                 return
+
+    async def _run(self, request: TurnRequest, emit: Emit, tokens: bool) -> None:
+        """The turn's task: a handoff to a person may take the turn, or end the answer
+        with a takeover notice."""
+        if self.handoffs is None:
+            await self._runner.run(request, emit, tokens)
+            return
+        if await self.handoffs.take_turn(request, emit):
+            return
+        answered: list[TurnDone] = []
+
+        def hold_back_done(event: TurnEvent | InvalidTurn) -> None:
+            if isinstance(event, TurnDone):
+                answered.append(event)
+            else:
+                emit(event)
+
+        await self._runner.run(request, hold_back_done, tokens)
+        for done in answered:
+            emit(TurnDone(await self.handoffs.after_answer(request, done.reply)))
 
     async def close_orphaned_turns(self) -> int:
         """At start-up: turns left `running` by a process that is gone end `interrupted`."""
@@ -143,6 +167,8 @@ class ChatService:
             await session.commit()
         if turn.trace_id:
             self._tracer.feedback(turn.trace_id, helpful, comment)
+        if self.handoffs is not None and not helpful:
+            await self.handoffs.after_feedback(conversation)
 
     async def reset_context(self, conversation_key: str) -> bool:
         """Start a fresh context: the model no longer sees anything said so far (all of it

@@ -12,6 +12,9 @@ def to_langchain(message: Message) -> BaseMessage:
     message_id = str(message.id)
     if message.role == "user":
         return HumanMessage(content=user_content(message.author, message.content), id=message_id)
+    if message.role == "staff":  # a person of the support team, who took the chat over
+        content = f"{message.author or 'Support'} (support team): {message.content}"
+        return AIMessage(content=content, id=message_id)
     if message.role == "assistant":
         return AIMessage(
             content=message.content, tool_calls=message.tool_calls or [], id=message_id

@@ -39,6 +39,8 @@ class TurnRequest:
     text: str
     # Sent to the model with this turn only; the transcript keeps an "[image]" marker.
     images: tuple[ImageInput, ...] = ()
+    # Addressed with /ask: answered even while a person has the conversation (app/handoff).
+    ask: bool = False
 
 
 CITATION_EXCERPT_CHARS = 300

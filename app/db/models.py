@@ -13,10 +13,12 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -72,7 +74,7 @@ class Message(Base):
     )
     seq: Mapped[int] = mapped_column(Integer)  # order within the conversation
     turn: Mapped[int] = mapped_column(Integer)
-    role: Mapped[str] = mapped_column(String(16))  # user | assistant | tool
+    role: Mapped[str] = mapped_column(String(16))  # user | assistant | tool | staff
     author: Mapped[str | None] = mapped_column(String(255))
     content: Mapped[str] = mapped_column(Text)
     tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
@@ -167,3 +169,34 @@ class Feedback(Base):
     comment: Mapped[str | None] = mapped_column(Text)
     author: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Handoff(Base):
+    """A conversation handed to a person: `open` until a staff member claims it (one
+    conditional UPDATE: the first claim wins), `claimed` while they reply, then
+    `resolved` and the bot answers again (app/handoff). One not resolved per conversation."""
+
+    __tablename__ = "handoffs"
+    __table_args__ = (
+        Index(
+            "uq_handoffs_active_conversation",
+            "conversation_id",
+            unique=True,
+            sqlite_where=text("status != 'resolved'"),
+            postgresql_where=text("status != 'resolved'"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    status: Mapped[str] = mapped_column(String(16), default="open", index=True)
+    reason: Mapped[str] = mapped_column(String(32))  # asked | model | not_found | thumbs_down
+    requested_by: Mapped[str | None] = mapped_column(String(255))
+    card: Mapped[dict[str, Any]] = mapped_column(JSON)  # app/handoff/card.py: HandoffCard
+    opened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    resolved_by: Mapped[str | None] = mapped_column(String(255))
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

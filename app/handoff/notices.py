@@ -1,0 +1,57 @@
+"""What the client is told, in their language: a person takes over (and when), and the
+bot answers again once the person is done."""
+
+from datetime import datetime
+
+from app.agent.offline import language_of
+from app.handoff.triggers import person_asked_in
+
+_TAKEOVER = {
+    "en": "I am handing this conversation to a person from our support team; {when}. "
+    "Until then I stay quiet here — write /ask before a question if you want my answer.",
+    "de": "Ich übergebe dieses Gespräch an eine Person aus unserem Support-Team; {when}. "
+    "Bis dahin bin ich hier still – schreiben Sie /ask vor eine Frage, wenn Sie meine "
+    "Antwort möchten.",
+    "ru": "Я передаю этот разговор сотруднику поддержки; {when}. До тех пор я молчу — "
+    "напишите /ask перед вопросом, если нужен мой ответ.",
+}
+_SOON = {
+    "en": "they will reply here shortly",
+    "de": "sie antwortet hier in Kürze",
+    "ru": "он ответит здесь в ближайшее время",
+}
+_LATER = {
+    "en": "our office is closed now, so they will reply when the next shift starts, {start}",
+    "de": "unser Büro ist gerade geschlossen; sie antwortet, sobald die nächste Schicht "
+    "beginnt, {start}",
+    "ru": "сейчас офис закрыт, поэтому он ответит, когда начнётся следующая смена, {start}",
+}
+_DAYS = {
+    "en": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
+    "de": ("Montag", "Dienstag", "Mittwoch", "Donnerstag", "Freitag", "Samstag", "Sonntag"),
+    "ru": ("в понедельник", "во вторник", "в среду", "в четверг", "в пятницу", "в субботу",
+           "в воскресенье"),
+}  # fmt: skip
+_RESUMED = {
+    "en": "Our support team has finished here; I am answering your questions again.",
+    "de": "Unser Support-Team ist hier fertig; ich beantworte Ihre Fragen wieder.",
+    "ru": "Сотрудник поддержки завершил разговор; я снова отвечаю на ваши вопросы.",
+}
+
+
+def takeover_notice(said: str, next_shift: datetime | None) -> str:
+    """`said`: the client's words (their language); `next_shift`: None while the office
+    is staffed, else when the next shift starts (in the office's time zone)."""
+    language = person_asked_in(said) or language_of(said)  # "Einen Mitarbeiter bitte"
+    if next_shift is None:
+        when = _SOON[language]
+    else:
+        start = (
+            f"{_DAYS[language][next_shift.weekday()]} {next_shift:%H:%M} ({next_shift.tzname()})"
+        )
+        when = _LATER[language].format(start=start)
+    return _TAKEOVER[language].format(when=when)
+
+
+def resumed_notice(said: str) -> str:
+    return _RESUMED[language_of(said)]

@@ -1,0 +1,370 @@
+"""HandoffService: opens handoffs (from ChatService's two hooks and from feedback), keeps
+the bot quiet while one is open, and lets staff claim, reply and resolve.
+
+ChatService calls `take_turn` before a turn (a request for a person, or a conversation
+a person has taken over: the message is stored, the model is not called) and
+`after_answer` after one (the model called `request_human`, or the bot found nothing
+twice in a row). Staff replies and notices reach chats outside the service (Telegram)
+through the `Messenger` an adapter sets; widget and API conversations read them from the
+transcript."""
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Protocol
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from sqlalchemy import func, select
+
+from app.agent.memory.summarizer import build_summary_model
+from app.chat.store import HeldConversation, TurnStore
+from app.chat.turn import Emit
+from app.chat.types import (
+    FAILED_KEPT,
+    NOT_KEPT,
+    InvalidTurn,
+    TurnDone,
+    TurnError,
+    TurnEvent,
+    TurnReply,
+    TurnRequest,
+    TurnStarted,
+)
+from app.db import queries
+from app.db.models import Conversation, Handoff, LLMCall, Message, Turn
+from app.handoff import metrics, store
+from app.handoff.card import HandoffCard, build_card, summarize_for_card
+from app.handoff.hours import next_shift_start
+from app.handoff.notices import resumed_notice, takeover_notice
+from app.handoff.store import HandoffConflict
+from app.handoff.tool import REQUEST_HUMAN
+from app.handoff.triggers import asks_for_person, found_nothing
+from app.observability.calls import LLMCallCollector
+from app.settings import Settings
+from app.tokens import count_tokens
+
+log = logging.getLogger(__name__)
+
+
+class Undelivered(Exception):
+    """A staff reply or notice is stored but did not reach the client's chat."""
+
+
+class Messenger(Protocol):
+    """How the service reaches chats it does not serve itself (an adapter's)."""
+
+    async def to_client(self, conversation_key: str, author: str | None, text: str) -> bool:
+        """Send `text` (under `author`'s name) to the conversation's chat: False when this
+        messenger does not serve that conversation; Undelivered when sending failed."""
+        ...
+
+    async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
+        """Show staff a new handoff (the staff chat), with a way to claim it."""
+        ...
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; everything stored is UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class HandoffService:
+    def __init__(
+        self,
+        settings: Settings,
+        turns: TurnStore,
+        summary_model: BaseChatModel | None = None,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """`now`: the clock the office hours are read with."""
+        self._settings = settings
+        self._turns = turns
+        self._model = summary_model or build_summary_model(settings.llm)
+        self._now = now
+        self.messenger: Messenger | None = None  # set by the Telegram adapter, if any
+
+    def enabled(self, audience: str) -> bool:
+        return audience in self._settings.handoff.audiences
+
+    # -- ChatService's hooks ---------------------------------------------------------------
+
+    async def take_turn(self, request: TurnRequest, emit: Emit) -> bool:
+        """Handle the turn here when the user asks for a person or a person has the
+        conversation (unless addressed with /ask): the message is stored, the model not
+        called. False: the bot answers as usual (nothing was stored)."""
+        try:
+            async with self._turns.sessions() as session:
+                active = await store.active_for_key(session, request.conversation_key)
+        except Exception as error:  # the turn reports the database's failure
+            log.error("could not look up the handoff of %s: %r", request.conversation_key, error)
+            return False
+        asked = self.enabled(request.audience) and asks_for_person(request.text)
+        if (active is None and not asked) or (active is not None and request.ask):
+            return False
+        key = request.conversation_key
+        opened: Handoff | None = None
+        outcome: TurnEvent
+        try:
+            async with self._turns.hold(key) as held:
+                profile = self._settings.profiles.by_audience[request.audience]
+                begun = await self._turns.begin(held, request, profile)
+                emit(TurnStarted(key, begun.turn.number))
+                try:
+                    if active is None:
+                        opened = await self._open(
+                            held, begun.conversation, begun.turn.number, "asked", request.author
+                        )
+                    notice = self._takeover_notice(request.text) if opened else ""
+                    answer = [AIMessage(notice)] if notice else []
+                    await self._turns.finish(held, begun, answer, None, [])
+                    profile = begun.conversation.profile
+                    outcome = TurnDone(TurnReply(key, begun.turn.number, profile, notice))
+                except Exception as error:
+                    log.error("turn of %s, handed to a person, failed: %r", key, error)
+                    await self._turns.fail(held, begun, [], "failed", type(error).__name__)
+                    outcome = TurnError(key, begun.turn.number, "failed", True, FAILED_KEPT)
+        except InvalidTurn as refused:
+            emit(refused)
+            return True
+        except Exception as error:
+            log.error("turn of %s, handed to a person, not stored: %r", key, error)
+            outcome = TurnError(key, None, "failed", False, NOT_KEPT)
+        emit(outcome)
+        if opened is not None:
+            await self._announce(opened, request.audience)
+        return True
+
+    async def after_answer(self, request: TurnRequest, reply: TurnReply) -> TurnReply:
+        """Open a handoff when the model called `request_human` this turn or the last
+        answers found nothing; the reply then ends with the takeover notice. A failure
+        here leaves the reply as it was (it is stored already)."""
+        try:
+            return await self._after_answer(request, reply)
+        except Exception as error:
+            log.error(
+                "no handoff after turn %s of %s: %r", reply.turn, reply.conversation_key, error
+            )
+            return reply
+
+    async def _after_answer(self, request: TurnRequest, reply: TurnReply) -> TurnReply:
+        if not self.enabled(request.audience):
+            return reply
+        limit = self._settings.handoff.not_found_turns
+        async with self._turns.sessions() as session:
+            conversation = await queries.get_conversation(session, request.conversation_key)
+            if conversation is None or await store.active_for_key(session, conversation.key):
+                return reply
+            called = await store.tool_called(session, conversation.id, reply.turn, REQUEST_HUMAN)
+            since = await store.last_resolved_at(session, conversation.id)
+            answers = await store.last_answers(session, conversation.id, limit, since)
+        if called is not None:
+            reason = "model"
+        elif len(answers) == limit and all(found_nothing(a) for a in answers):
+            reason = "not_found"
+        else:
+            return reply
+        async with self._turns.hold(conversation.key) as held:
+            opened = await self._open(held, conversation, reply.turn, reason, request.author)
+            if opened is None:
+                return reply
+            notice = self._takeover_notice(request.text)
+            await self._add_message(held, conversation, "assistant", None, notice)
+        await self._announce(opened, request.audience)
+        return replace(reply, text=f"{reply.text}\n\n{notice}".strip())
+
+    async def after_feedback(self, conversation: Conversation) -> None:
+        """Open a handoff once answers got `thumbs_down` 👎 (since the last handoff); the
+        client is told in their chat."""
+        if not self.enabled(conversation.audience):
+            return
+        async with self._turns.sessions() as session:
+            if await store.active_for_key(session, conversation.key):
+                return
+            since = await store.last_resolved_at(session, conversation.id)
+            downs = await store.thumbs_down(session, conversation.id, since)
+            said = await session.scalar(
+                select(Message.content)
+                .where(Message.conversation_id == conversation.id, Message.role == "user")
+                .order_by(Message.seq.desc())
+                .limit(1)
+            )
+        if downs < self._settings.handoff.thumbs_down:
+            return
+        async with self._turns.hold(conversation.key) as held:
+            turn = await self._last_turn(held, conversation)
+            opened = await self._open(held, conversation, turn, "thumbs_down", None)
+            if opened is None:
+                return
+            notice = self._takeover_notice(said or "")
+            await self._add_message(held, conversation, "assistant", None, notice)
+        await self._announce(opened, conversation.audience)
+        await self._deliver(conversation.key, None, notice)
+
+    # -- what staff do ---------------------------------------------------------------------
+
+    async def queue(self, statuses: tuple[str, ...] = store.ACTIVE) -> list[Handoff]:
+        async with self._turns.sessions() as session:
+            return await store.listed(session, statuses)
+
+    async def get(self, handoff_id: int) -> Handoff | None:
+        async with self._turns.sessions() as session:
+            return await session.get(Handoff, handoff_id)
+
+    async def claim(self, handoff_id: int, staff: str) -> Handoff | None:
+        """The handoff, now `staff`'s; None when there is none; HandoffConflict when
+        another staff member has it (or it is resolved)."""
+        async with self._turns.sessions() as session:
+            handoff = await store.claim(session, handoff_id, staff)
+            await session.commit()
+        if handoff is not None and self._settings.observability.metrics_enabled:
+            assert handoff.claimed_at is not None
+            metrics.CLAIMED.inc()
+            waited = aware(handoff.claimed_at) - aware(handoff.opened_at)
+            metrics.CLAIM_SECONDS.observe(waited.total_seconds())
+        return handoff
+
+    async def reply(self, handoff_id: int, staff: str, text: str) -> Message | None:
+        """Store `staff`'s reply in the transcript (a `staff` message, which the model sees
+        later) and deliver it to the client's chat. Needs the handoff claimed by `staff`."""
+        handoff = await self.get(handoff_id)
+        if handoff is None:
+            return None
+        if handoff.status != "claimed" or handoff.claimed_by != staff:
+            raise HandoffConflict(handoff, self._not_yours(handoff))
+        conversation = await self._conversation(handoff)
+        async with self._turns.hold(conversation.key) as held:
+            message = await self._add_message(held, conversation, "staff", staff, text)
+        await self._deliver(conversation.key, staff, text)
+        return message
+
+    async def resolve(self, handoff_id: int, staff: str) -> Handoff | None:
+        """Close the handoff: the bot answers again, and the client is told so."""
+        async with self._turns.sessions() as session:
+            handoff = await store.resolve(session, handoff_id, staff)
+            await session.commit()
+        if handoff is None:
+            return None
+        if self._settings.observability.metrics_enabled:
+            metrics.RESOLVED.inc()
+        conversation = await self._conversation(handoff)
+        async with self._turns.sessions() as session:
+            said = await session.scalar(
+                select(Message.content)
+                .where(Message.conversation_id == conversation.id, Message.role == "user")
+                .order_by(Message.seq.desc())
+                .limit(1)
+            )
+        notice = resumed_notice(said or "")
+        async with self._turns.hold(conversation.key) as held:
+            await self._add_message(held, conversation, "assistant", None, notice)
+        await self._deliver(conversation.key, None, notice)
+        return handoff
+
+    # -- inside ----------------------------------------------------------------------------
+
+    def _takeover_notice(self, said: str) -> str:
+        return takeover_notice(said, next_shift_start(self._now(), self._settings.handoff))
+
+    @staticmethod
+    def _not_yours(handoff: Handoff) -> str:
+        if handoff.status == "open":
+            return f"handoff {handoff.id} is not claimed: claim it before replying"
+        if handoff.status == "resolved":
+            return f"handoff {handoff.id} is resolved"
+        return f"handoff {handoff.id} is claimed by {handoff.claimed_by}"
+
+    async def _open(
+        self,
+        held: HeldConversation,
+        conversation: Conversation,
+        turn: int,
+        reason: str,
+        requested_by: str | None,
+    ) -> Handoff | None:
+        """Build the card (one summary-model call, stored as a `handoff` LLM call) and add
+        the open handoff; None when the conversation has one already."""
+        async with held.sessions() as session:
+            if await store.active_for_key(session, conversation.key):
+                return None
+            summary = await queries.latest_summary(session, conversation)
+            messages = await queries.context_messages(session, conversation)
+        collector = LLMCallCollector(conversation.profile, self._settings.observability)
+        sections = await summarize_for_card(
+            self._model, summary.text if summary else None, messages, {"callbacks": [collector]}
+        )
+        base = self._settings.handoff.transcript_base_url.rstrip("/")
+        card = build_card(
+            conversation,
+            reason,
+            requested_by,
+            sections,
+            messages,
+            f"{base}/v1/conversations/{conversation.key}",
+        )
+        handoff = Handoff(
+            conversation_id=conversation.id,
+            reason=reason,
+            requested_by=requested_by,
+            card=card.to_json(),
+        )
+        async with held.sessions() as session:
+            if not await store.insert_open(session, handoff):
+                return None
+            session.add_all(
+                LLMCall(conversation_id=conversation.id, turn=turn, **vars(call))
+                for call in collector.calls
+            )
+            await session.commit()
+        return handoff
+
+    async def _announce(self, handoff: Handoff, audience: str) -> None:
+        """Count the new handoff and show it to staff (a failure there is logged: the
+        handoff is in the widget's queue anyway)."""
+        if self._settings.observability.metrics_enabled:
+            metrics.OPENED.labels(reason=handoff.reason, audience=audience).inc()
+        if self.messenger is None:
+            return
+        try:
+            await self.messenger.card_opened(handoff.id, HandoffCard.from_json(handoff.card))
+        except Exception as error:
+            log.error("the card of handoff %s was not posted to staff: %s", handoff.id, error)
+
+    async def _deliver(self, conversation_key: str, author: str | None, text: str) -> None:
+        if self.messenger is not None:
+            await self.messenger.to_client(conversation_key, author, text)
+
+    async def _conversation(self, handoff: Handoff) -> Conversation:
+        async with self._turns.sessions() as session:
+            conversation = await session.get(Conversation, handoff.conversation_id)
+        assert conversation is not None  # the foreign key cascades
+        return conversation
+
+    @staticmethod
+    async def _last_turn(held: HeldConversation, conversation: Conversation) -> int:
+        async with held.sessions() as session:
+            last = await session.scalar(
+                select(func.max(Turn.number)).where(Turn.conversation_id == conversation.id)
+            )
+        return last or 0
+
+    async def _add_message(
+        self,
+        held: HeldConversation,
+        conversation: Conversation,
+        role: str,
+        author: str | None,
+        text: str,
+    ) -> Message:
+        """A message outside the model's turns (a staff reply, a notice), filed under the
+        conversation's last turn."""
+        turn = await self._last_turn(held, conversation)
+        async with held.sessions() as session:
+            row = {"role": role, "author": author, "content": text}
+            (message,) = await queries.append_messages(
+                session, conversation, turn, [row | {"token_count": count_tokens(text)}]
+            )
+            await session.commit()
+        return message

@@ -1,0 +1,127 @@
+"""A client conversation handed to a person and back, through ChatService and
+HandoffService on SQLite, with the offline models (chat and summary)."""
+
+import pytest
+from langchain_core.messages import AIMessage
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.chat.service import ChatService
+from app.chat.types import TurnRequest
+from app.db.models import LLMCall
+from app.handoff.card import HandoffCard
+from app.handoff.service import HandoffService
+from app.handoff.store import HandoffConflict
+from app.settings import Settings
+from tests.fakes import CapturingChatModel
+from tests.handoff.conftest import OFFICE_CLOSED
+
+KEY = "api:acme:1"
+
+
+def said(text: str, *, author: str = "Ann", ask: bool = False) -> TurnRequest:
+    return TurnRequest("api", KEY, "client", author, text, ask=ask)
+
+
+async def test_asked_for_a_person_staff_take_over_and_hand_back(
+    chat: ChatService, handoffs: HandoffService, model: CapturingChatModel, engine: AsyncEngine
+) -> None:
+    await chat.handle_turn(said("How do I create an invoice?"))
+    await chat.handle_turn(said("We are a GmbH in Germany and must invoice in EUR.", author="Bob"))
+    calls_before = len(model.calls)
+
+    notice = await chat.handle_turn(said("Can I talk to a human?"))
+
+    assert len(model.calls) == calls_before  # the keyword rule answered, not the model
+    assert "person from our support team" in notice.text and "shortly" in notice.text
+    (handoff,) = await handoffs.queue()
+    assert (handoff.status, handoff.reason, handoff.requested_by) == ("open", "asked", "Ann")
+    card = HandoffCard.from_json(handoff.card)
+    assert any("GmbH in Germany and must invoice in EUR" in c for c in card.constraints)
+    assert card.who == ["Ann", "Bob"] and card.conversation_key == KEY
+    assert card.exchanges[0].asked == "Ann: How do I create an invoice?"
+    assert "Sales → Invoices → New invoice" in card.exchanges[0].answered
+    assert card.pages == ["Creating an invoice (en/create-invoice.md)"]
+    assert card.transcript_url == f"/v1/conversations/{KEY}"
+    async with engine.connect() as connection:
+        purposes = (await connection.scalars(select(LLMCall.purpose))).all()
+    assert purposes.count("handoff") == 1  # the card's one summary call, costed
+
+    quiet = await chat.handle_turn(said("Hello? Anyone there?"))
+    assert quiet.text == "" and len(model.calls) == calls_before
+
+    assert (await handoffs.claim(handoff.id, "alice")).status == "claimed"  # type: ignore[union-attr]
+    with pytest.raises(HandoffConflict, match="claimed by alice"):
+        await handoffs.claim(handoff.id, "bob")
+    with pytest.raises(HandoffConflict, match="claimed by alice"):
+        await handoffs.reply(handoff.id, "bob", "I'll take it")
+    await handoffs.reply(handoff.id, "alice", "Hi Ann, I am Alice from support.")
+    await handoffs.reply(handoff.id, "alice", "For a GmbH, set the tax rates first.")
+
+    asked = await chat.handle_turn(said("/ask where do I set the VAT rates?", ask=True))
+    assert "Settings → Taxes" in asked.text  # /ask is answered during the handoff
+
+    resolved = await handoffs.resolve(handoff.id, "alice")
+    assert resolved is not None and resolved.status == "resolved"
+    answer = await chat.handle_turn(said("How do I record a payment?"))
+    assert "Record payment" in answer.text
+    seen = [m for m in model.calls[-1].messages if isinstance(m, AIMessage)]
+    staff_lines = [m.text for m in seen if "(support team)" in m.text]
+    assert staff_lines == [
+        "alice (support team): Hi Ann, I am Alice from support.",
+        "alice (support team): For a GmbH, set the tax rates first.",
+    ]
+
+    found = await chat.history(KEY)
+    assert found is not None
+    transcript = [(m.role, m.author, m.content) for m in found[1] if m.role in ("user", "staff")]
+    assert transcript[-5:] == [
+        ("user", "Ann", "Hello? Anyone there?"),
+        ("staff", "alice", "Hi Ann, I am Alice from support."),
+        ("staff", "alice", "For a GmbH, set the tax rates first."),
+        ("user", "Ann", "/ask where do I set the VAT rates?"),
+        ("user", "Ann", "How do I record a payment?"),
+    ]
+
+
+async def test_two_answers_that_found_nothing_open_a_handoff(
+    chat: ChatService, handoffs: HandoffService
+) -> None:
+    first = await chat.handle_turn(said("How do I export payroll?"))
+    assert "could not find" in first.text and not await handoffs.queue()
+    second = await chat.handle_turn(said("Payroll for freelancers?"))
+    assert second.text.endswith("write /ask before a question if you want my answer.")
+    (handoff,) = await handoffs.queue()
+    assert handoff.reason == "not_found"
+    assert HandoffCard.from_json(handoff.card).open_question.startswith("Ann: ")
+
+
+async def test_two_thumbs_down_open_a_handoff(chat: ChatService, handoffs: HandoffService) -> None:
+    await chat.handle_turn(said("How do I create an invoice?"))
+    await chat.handle_turn(said("How do I record a payment?"))
+    for number in (1, 2):
+        found = await chat.find_turn(KEY, number)
+        assert found is not None
+        assert not await handoffs.queue()
+        await chat.add_feedback(*found, helpful=False, comment=None, author="Ann")
+    (handoff,) = await handoffs.queue()
+    assert handoff.reason == "thumbs_down"
+
+
+async def test_outside_office_hours_the_client_hears_when_the_shift_starts(
+    settings: Settings, chat: ChatService, handoffs: HandoffService
+) -> None:
+    settings.handoff.timezone = "Europe/Berlin"
+    handoffs._now = lambda: OFFICE_CLOSED
+    notice = await chat.handle_turn(
+        TurnRequest("api", "api:acme:de", "client", "Jens", "Einen Mitarbeiter bitte")
+    )
+    assert "nächste Schicht beginnt, Montag 09:00 (CET)" in notice.text
+
+
+async def test_staff_conversations_are_not_handed_over_by_default(
+    chat: ChatService, handoffs: HandoffService
+) -> None:
+    request = TurnRequest("widget", "widget:alice:1", "staff", "alice", "talk to a human")
+    reply = await chat.handle_turn(request)
+    assert "person from our support team" not in reply.text and not await handoffs.queue()
