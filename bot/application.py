@@ -12,6 +12,7 @@ from telegram.ext import (
     AIORateLimiter,
     Application,
     BaseUpdateProcessor,
+    CallbackQueryHandler,
     CommandHandler,
     Defaults,
     MessageHandler,
@@ -22,6 +23,7 @@ from telegram.ext import (
 from app.chat.service import ChatService
 from app.settings import Settings
 from bot.handlers import SupportBot
+from bot.handoff import CLAIM_PATTERN, HandoffHandlers, TelegramMessenger
 from bot.updates import ADDRESSED_TO_BOT
 
 
@@ -43,8 +45,9 @@ class BotApplication(Application[Any, Any, Any, Any, Any, Any]):
         await super().stop()
 
 
-# New messages only: an edited message is never answered a second time.
-ALLOWED_UPDATES = [Update.MESSAGE]
+# New messages only: an edited message is never answered a second time. Callback
+# queries: the Claim button of a handoff card.
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
 
 
 class ChatOrderedUpdateProcessor(BaseUpdateProcessor):
@@ -128,5 +131,13 @@ def build_application(
             MessageHandler(text_or_photo & ADDRESSED_TO_BOT, bot.answer),
         ]
     )
+    if chat.handoffs is not None:  # a person may take chats over (app/handoff)
+        chat.handoffs.messenger = TelegramMessenger(application.bot, settings)
+        handoff = HandoffHandlers(settings, chat, chat.handoffs, sessions)
+        # Before the de-duplication (group -1) and the usual handlers: it de-duplicates
+        # the messages it keeps from them itself.
+        held = new_message & (filters.TEXT | filters.PHOTO) & ~filters.COMMAND
+        application.add_handler(MessageHandler(held, handoff.hold_for_staff), group=-2)
+        application.add_handler(CallbackQueryHandler(handoff.claim, pattern=CLAIM_PATTERN))
     application.add_error_handler(bot.on_error)
     return application

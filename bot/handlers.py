@@ -126,7 +126,7 @@ class SupportBot:
     async def ask(self, update: Update, _: Context) -> None:
         message = update.effective_message
         assert message is not None
-        await self._answer(message, command_argument(message))
+        await self._answer(message, command_argument(message), ask=True)
 
     async def help(self, update: Update, context: Context) -> None:
         message = update.effective_message
@@ -146,7 +146,7 @@ class SupportBot:
         update_id = update.update_id if isinstance(update, Update) else None
         log.error("handling update %s failed", update_id, exc_info=context.error)
 
-    async def _answer(self, message: Message, text: str) -> None:
+    async def _answer(self, message: Message, text: str, *, ask: bool = False) -> None:
         if not text and not message.photo:  # a bare mention or /ask
             await message.reply_text(ASK_USAGE)
             return
@@ -164,6 +164,7 @@ class SupportBot:
             author=author_name(message),
             text=text,
             images=images,
+            ask=ask,  # answered even while a person has the chat
         )
         destination = Destination.of(message)
         await show_typing(message)

@@ -201,7 +201,7 @@ class HandoffService:
             notice = self._takeover_notice(said or "")
             await self._add_message(held, conversation, "assistant", None, notice)
         await self._announce(opened, conversation.audience)
-        await self._deliver(conversation.key, None, notice)
+        await self._notify(conversation.key, notice)
 
     # -- what staff do ---------------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class HandoffService:
         notice = resumed_notice(said or "")
         async with self._turns.hold(conversation.key) as held:
             await self._add_message(held, conversation, "assistant", None, notice)
-        await self._deliver(conversation.key, None, notice)
+        await self._notify(conversation.key, notice)
         return handoff
 
     # -- inside ----------------------------------------------------------------------------
@@ -335,6 +335,13 @@ class HandoffService:
     async def _deliver(self, conversation_key: str, author: str | None, text: str) -> None:
         if self.messenger is not None:
             await self.messenger.to_client(conversation_key, author, text)
+
+    async def _notify(self, conversation_key: str, text: str) -> None:
+        """A notice of the bot's: stored already, so a chat that misses it is only logged."""
+        try:
+            await self._deliver(conversation_key, None, text)
+        except Undelivered as error:
+            log.error("a handoff notice did not reach %s: %s", conversation_key, error)
 
     async def _conversation(self, handoff: Handoff) -> Conversation:
         async with self._turns.sessions() as session:

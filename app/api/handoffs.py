@@ -1,0 +1,186 @@
+"""Handoffs over HTTP, for the staff widget's queue (app/widget/queue.html): list, read,
+claim, reply, resolve. Staff credentials only: a client (an API key, an anonymous caller)
+gets 403. The flow itself: app/handoff/service.py."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, status
+from pydantic import BaseModel, Field
+from telegram import Bot
+
+from app.api.auth import Caller, CallerDep
+from app.api.deps import ChatServiceDep
+from app.api.errors import documented
+from app.api.schemas import ErrorOut, MessageOut, Text, UtcDatetime
+from app.db.models import Handoff
+from app.handoff.card import HandoffCard
+from app.handoff.service import HandoffService, Undelivered
+from app.handoff.store import ACTIVE, HandoffConflict
+from app.runtime import Runtime
+from bot.handoff import TelegramMessenger
+
+
+def staff_only(caller: CallerDep) -> Caller:
+    if not caller.is_staff:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "handoffs need staff credentials")
+    return caller
+
+
+def handoff_service(chat: ChatServiceDep) -> HandoffService:
+    if chat.handoffs is None:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "handoffs are not set up")
+    return chat.handoffs
+
+
+StaffOnly = Annotated[Caller, Depends(staff_only)]
+Handoffs = Annotated[HandoffService, Depends(handoff_service)]
+HandoffId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+
+router = APIRouter(prefix="/v1/handoffs", tags=["handoffs"], dependencies=[Depends(staff_only)])
+
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "claimed by another staff member, or resolved"}
+}
+UNDELIVERED: dict[int | str, dict[str, Any]] = {
+    502: {"model": ErrorOut, "description": "stored, but the client's chat did not take it"}
+}
+
+
+class ExchangeOut(BaseModel):
+    asked: str
+    answered: str
+
+
+class CardOut(BaseModel):
+    conversation_key: str
+    channel: str
+    reason: str = Field(description="asked, model (request_human), not_found or thumbs_down")
+    requested_by: str | None
+    who: list[str] = Field(description="the people in the chat")
+    goal: str
+    constraints: list[str] = Field(description="facts and constraints the users stated")
+    exchanges: list[ExchangeOut] = Field(description="what was asked and answered, last first")
+    pages: list[str] = Field(description="pages the answers cited")
+    open_question: str
+    transcript_url: str
+    topics: list[str]
+
+
+class HandoffOut(BaseModel):
+    id: int
+    status: Literal["open", "claimed", "resolved"]
+    reason: str
+    requested_by: str | None
+    opened_at: UtcDatetime
+    claimed_by: str | None
+    claimed_at: UtcDatetime | None
+    resolved_by: str | None
+    resolved_at: UtcDatetime | None
+    card: CardOut
+
+    @classmethod
+    def of(cls, handoff: Handoff) -> "HandoffOut":
+        card = CardOut.model_validate(HandoffCard.from_json(handoff.card), from_attributes=True)
+        return cls(
+            id=handoff.id,
+            status=handoff.status,
+            reason=handoff.reason,
+            requested_by=handoff.requested_by,
+            opened_at=handoff.opened_at,
+            claimed_by=handoff.claimed_by,
+            claimed_at=handoff.claimed_at,
+            resolved_by=handoff.resolved_by,
+            resolved_at=handoff.resolved_at,
+            card=card,
+        )
+
+
+class StaffReplyIn(BaseModel):
+    text: Text = Field(min_length=1, max_length=4000, description="sent under your name")
+
+
+def found(handoff: Handoff | None, handoff_id: int) -> Handoff:
+    if handoff is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no handoff {handoff_id}")
+    return handoff
+
+
+@router.get("", responses=documented(401, 403, 422, 503))
+async def list_handoffs(
+    handoffs: Handoffs,
+    state: Annotated[
+        Literal["active", "open", "claimed", "resolved"],
+        Query(alias="status", description="active: open and claimed"),
+    ] = "active",
+) -> list[HandoffOut]:
+    """The queue, oldest first."""
+    statuses = ACTIVE if state == "active" else (state,)
+    return [HandoffOut.of(h) for h in await handoffs.queue(statuses)]
+
+
+@router.get("/{handoff_id}", responses=documented(401, 403, 404, 422, 503))
+async def get_handoff(handoff_id: HandoffId, handoffs: Handoffs) -> HandoffOut:
+    return HandoffOut.of(found(await handoffs.get(handoff_id), handoff_id))
+
+
+@router.post("/{handoff_id}/claim", responses=documented(401, 403, 404, 422, 503) | CONFLICT)
+async def claim_handoff(handoff_id: HandoffId, handoffs: Handoffs, caller: StaffOnly) -> HandoffOut:
+    """Take the conversation over: the first claim wins, a later one gets 409."""
+    try:
+        claimed = await handoffs.claim(handoff_id, caller.name or "staff")
+    except HandoffConflict as lost:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(lost)) from lost
+    return HandoffOut.of(found(claimed, handoff_id))
+
+
+@router.post(
+    "/{handoff_id}/messages",
+    status_code=status.HTTP_201_CREATED,
+    responses=documented(400, 401, 403, 404, 413, 422, 503) | CONFLICT | UNDELIVERED,
+)
+async def reply_to_client(
+    handoff_id: HandoffId, body: StaffReplyIn, handoffs: Handoffs, caller: StaffOnly
+) -> MessageOut:
+    """Reply in the client's chat under your name (a claimed handoff of yours); stored in
+    the transcript as a `staff` message."""
+    try:
+        message = await handoffs.reply(handoff_id, caller.name or "staff", body.text)
+    except HandoffConflict as refused:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(refused)) from refused
+    except Undelivered as error:
+        raise HTTPException(status.HTTP_502_BAD_GATEWAY, str(error)) from error
+    if message is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no handoff {handoff_id}")
+    return MessageOut.model_validate(message)
+
+
+@router.post("/{handoff_id}/resolve", responses=documented(401, 403, 404, 422, 503) | CONFLICT)
+async def resolve_handoff(
+    handoff_id: HandoffId, handoffs: Handoffs, caller: StaffOnly
+) -> HandoffOut:
+    """Close the handoff; the bot answers the conversation again."""
+    try:
+        resolved = await handoffs.resolve(handoff_id, caller.name or "staff")
+    except HandoffConflict as refused:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(refused)) from refused
+    return HandoffOut.of(found(resolved, handoff_id))
+
+
+@asynccontextmanager
+async def telegram_messenger(app: FastAPI) -> AsyncIterator[None]:
+    """Staff replies reach Telegram chats from this process too: through the webhook
+    bot when it runs here (bot/application.py sets it), else a Bot API client of its own."""
+    runtime: Runtime = app.state.runtime
+    handoffs, token = runtime.chat.handoffs, runtime.settings.telegram.token
+    if handoffs is None or token is None or handoffs.messenger is not None:
+        yield
+        return
+    bot = Bot(token.get_secret_value(), base_url=runtime.settings.telegram.api_base_url)
+    async with bot:
+        handoffs.messenger = TelegramMessenger(bot, runtime.settings)
+        try:
+            yield
+        finally:
+            handoffs.messenger = None

@@ -1,0 +1,143 @@
+"""Handoffs in Telegram: staff replies and notices sent to the client's chat, the card
+posted to the staff chat with a Claim button, and the bot staying quiet in a chat a
+person has taken over (messages are stored for the staff member, not answered; `/ask`
+still gets the bot)."""
+
+import logging
+import re
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    MessageEntity,
+    Update,
+)
+from telegram.error import TelegramError
+from telegram.ext import ApplicationHandlerStop, ContextTypes
+from telegramify_markdown import utf16_len
+
+from app.chat.service import ChatService
+from app.chat.types import TurnRequest
+from app.handoff.card import HandoffCard
+from app.handoff.service import HandoffService, Undelivered
+from app.handoff.store import HandoffConflict, active_for_key
+from app.settings import Settings
+from bot.dedupe import claim_update
+from bot.updates import audience, author_name, conversation_key, question_text
+
+log = logging.getLogger(__name__)
+
+Context = ContextTypes.DEFAULT_TYPE
+CLAIM_DATA = re.compile(r"^handoff:claim:(\d{1,10})$")
+CLAIM_PATTERN = CLAIM_DATA.pattern
+STAFF_SUFFIX = " (support team)"
+
+
+def chat_of(key: str) -> tuple[int, int | None] | None:
+    """The chat (and forum topic) of a `telegram:<chat>[:<topic>]` conversation."""
+    match = re.fullmatch(r"telegram:(-?\d+)(?::(\d+))?", key)
+    if match is None:
+        return None
+    return int(match[1]), int(match[2]) if match[2] else None
+
+
+class TelegramMessenger:
+    """app.handoff.service.Messenger over the Bot API."""
+
+    def __init__(self, bot: Bot, settings: Settings) -> None:
+        self._bot = bot
+        self._staff_chat = settings.handoff.staff_telegram_chat_id
+
+    async def to_client(self, conversation_key: str, author: str | None, text: str) -> bool:
+        chat = chat_of(conversation_key)
+        if chat is None:
+            return False
+        entities: list[MessageEntity] = []
+        if author:  # "Alice (support team):" in bold above the reply
+            heading = f"{author}{STAFF_SUFFIX}:"
+            entities.append(MessageEntity(MessageEntity.BOLD, 0, utf16_len(heading)))
+            text = f"{heading}\n{text}"
+        try:
+            await self._bot.send_message(
+                chat[0], text, entities=entities or None, parse_mode=None, message_thread_id=chat[1]
+            )
+        except TelegramError as error:
+            raise Undelivered(f"Telegram refused the message: {error}") from error
+        return True
+
+    async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
+        if self._staff_chat is None:
+            return
+        claim = InlineKeyboardButton("Claim", callback_data=f"handoff:claim:{handoff_id}")
+        await self._bot.send_message(
+            self._staff_chat,
+            card.as_text(),
+            parse_mode=None,
+            reply_markup=InlineKeyboardMarkup([[claim]]),
+        )
+
+
+class HandoffHandlers:
+    """The bot's handoff callbacks (registered in bot/application.py)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        chat: ChatService,
+        handoffs: HandoffService,
+        sessions: async_sessionmaker[AsyncSession],
+    ) -> None:
+        self._settings = settings
+        self._chat = chat
+        self._handoffs = handoffs
+        self._sessions = sessions
+
+    async def hold_for_staff(self, update: Update, _: Context) -> None:
+        """Before the usual handlers: in a chat a person has taken over, store the message
+        for them and answer nothing (this handler de-duplicates the update itself)."""
+        message = update.effective_message
+        if message is None:
+            return
+        key = conversation_key(message)
+        async with self._sessions() as session:
+            if await active_for_key(session, key) is None:
+                return  # the usual handlers (and their de-duplication) take it
+            first_time = await claim_update(session, update.update_id)
+        if first_time:
+            text = question_text(message) or "[image]"
+            request = TurnRequest(
+                "telegram",
+                key,
+                audience(message, self._settings.telegram),
+                author_name(message),
+                text,
+            )
+            await self._chat.turn_outcome(request)
+        raise ApplicationHandlerStop
+
+    async def claim(self, update: Update, _: Context) -> None:
+        """The Claim button under a card in the staff chat."""
+        query = update.callback_query
+        assert query is not None and query.data is not None  # the handler's pattern
+        match = CLAIM_DATA.match(query.data)
+        assert match is not None
+        message = query.message
+        if message is None or message.chat.id != self._settings.handoff.staff_telegram_chat_id:
+            await query.answer("Handoffs are claimed in the staff chat.")
+            return
+        staff = query.from_user.username or query.from_user.full_name
+        try:
+            handoff = await self._handoffs.claim(int(match[1]), staff)
+        except HandoffConflict as lost:
+            await query.answer(str(lost), show_alert=True)
+            return
+        if handoff is None:
+            await query.answer("This handoff no longer exists.")
+            return
+        await query.answer(f"Handoff {handoff.id} is yours: reply from the staff widget.")
+        try:
+            await query.edit_message_reply_markup(None)
+        except TelegramError as error:  # cosmetic: the claim stands
+            log.debug("could not remove the Claim button: %s", error)

@@ -1,0 +1,206 @@
+"""The handoff end to end in a Telegram group: the bot (python-telegram-bot, long polling
+against the fake Bot API) in this event loop, the HTTP API (staff and client credentials)
+as a second process on the same database, in a thread of its own."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.chat.service import ChatService
+from app.chat.store import TurnStore
+from app.db import migrate
+from app.db.engine import make_async_engine, make_session_factory
+from app.handoff.service import HandoffService
+from app.runtime import agent_factory
+from app.settings import ApiKey, Settings, TelegramSettings
+from bot.application import ALLOWED_UPDATES, BotApplication, build_application
+from tests.conftest import make_client
+from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
+from tests.handoff.conftest import OFFICE_OPEN
+from tests.telegram.fake_bot_api import TOKEN, FakeBotApi, chat, serve, user
+
+GROUP = chat(-1001)
+STAFF_CHAT = chat(-2002)
+ANN = user(11, "Ann")
+BOB = user(12, "Bob")
+ALICE = user(21, "Alice", "Staff") | {"username": "alice"}
+STAFF = {"authorization": "Bearer alice-staff-token"}
+BOB_STAFF = {"authorization": "Bearer bob-staff-token"}
+CLIENT = {"authorization": "Bearer acme-client-key-0123456789"}
+
+Json = dict[str, Any]
+
+
+@pytest.fixture
+async def bot_api() -> AsyncIterator[FakeBotApi]:
+    async with serve(FakeBotApi()) as api:
+        yield api
+
+
+@pytest.fixture
+def handoff_settings(settings: Settings, bot_api: FakeBotApi) -> Settings:
+    settings.telegram = TelegramSettings(
+        token=TOKEN, api_base_url=f"{bot_api.url}/bot", file_base_url=f"{bot_api.url}/file/bot"
+    )
+    settings.handoff.staff_telegram_chat_id = STAFF_CHAT["id"]
+    settings.widget.staff_tokens = {
+        "alice": SecretStr("alice-staff-token"),
+        "bob": SecretStr("bob-staff-token"),
+    }
+    settings.api.keys = {"acme": ApiKey(key=SecretStr("acme-client-key-0123456789"))}
+    return settings
+
+
+@pytest.fixture
+async def sessions(handoff_settings: Settings) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    migrate.upgrade(handoff_settings.db.url)
+    engine = make_async_engine(handoff_settings.db)
+    yield make_session_factory(engine)
+    await engine.dispose()
+
+
+@pytest.fixture
+def model() -> CapturingChatModel:
+    return CapturingChatModel()
+
+
+@pytest.fixture
+def service(
+    handoff_settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    model: CapturingChatModel,
+) -> ChatService:
+    turns = TurnStore(sessions.kw["bind"])
+    handoffs = HandoffService(handoff_settings, turns, now=lambda: OFFICE_OPEN)
+    agents = agent_factory(handoff_settings, model, KeywordRetriever(ARTICLES))
+    return ChatService(handoff_settings, turns, agents, handoffs=handoffs)
+
+
+@pytest.fixture
+async def api(handoff_settings: Settings, sample_index: Path) -> AsyncIterator[TestClient]:
+    """Started and stopped in a thread: its start-up calls the fake Bot API (getMe)."""
+    client = make_client(handoff_settings.model_copy(deep=True), sample_index)
+    await asyncio.to_thread(client.__enter__)
+    yield client
+    await asyncio.to_thread(client.__exit__, None, None, None)
+
+
+@asynccontextmanager
+async def running_bot(
+    settings: Settings, service: ChatService, sessions: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[BotApplication]:
+    application = build_application(settings, service, sessions, polling=True)
+    async with application:
+        await application.start()
+        assert application.updater is not None
+        await application.updater.start_polling(
+            poll_interval=0, timeout=1, allowed_updates=ALLOWED_UPDATES
+        )
+        try:
+            yield application
+        finally:
+            await application.updater.stop()
+            await application.stop()
+
+
+async def call(api: TestClient, method: str, path: str, **kwargs: Any) -> Any:
+    """The API call in a thread: this loop keeps serving the fake Bot API meanwhile."""
+    return await asyncio.to_thread(getattr(api, method), path, **kwargs)
+
+
+async def stored_user_messages(service: ChatService, count: int) -> None:
+    """Wait until the group's conversation holds `count` user messages."""
+    for _ in range(500):
+        found = await service.history(f"telegram:{GROUP['id']}")
+        if found and sum(m.role == "user" for m in found[1]) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"fewer than {count} user messages were stored")
+
+
+def in_chat(bot_api: FakeBotApi, chat_: Json) -> list[str]:
+    return [m["text"] for m in bot_api.delivered if m["chat_id"] == chat_["id"]]
+
+
+async def test_a_group_asks_for_a_person_staff_reply_in_the_chat_and_hand_back(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    model: CapturingChatModel,
+    api: TestClient,
+) -> None:
+    async with running_bot(handoff_settings, service, sessions):
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot how do I create an invoice?"))
+        await bot_api.wait_for_messages(1)
+        constraint = "We are a GmbH in Germany and must invoice in EUR."
+        bot_api.push(bot_api.message(GROUP, BOB, f"@SupportBot {constraint}"))
+        await bot_api.wait_for_messages(2)
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot can I talk to a human?"))
+        await bot_api.wait_for_messages(4)  # the notice in the group, the card for staff
+
+        assert "person from our support team" in in_chat(bot_api, GROUP)[-1]
+        (card_text,) = in_chat(bot_api, STAFF_CHAT)
+        assert constraint in card_text and "Reason: asked, by Ann" in card_text
+        card_message = next(m for m in bot_api.bot_messages if m["chat"]["id"] == STAFF_CHAT["id"])
+        (button,) = card_message["reply_markup"]["inline_keyboard"][0]
+        (handoff,) = (await call(api, "get", "/v1/handoffs", headers=STAFF)).json()
+        assert button["callback_data"] == f"handoff:claim:{handoff['id']}"
+        assert any(constraint in c for c in handoff["card"]["constraints"])
+
+        for refused in (
+            await call(api, "get", "/v1/handoffs", headers=CLIENT),
+            await call(api, "get", f"/v1/handoffs/{handoff['id']}", headers=CLIENT),
+            await call(api, "post", f"/v1/handoffs/{handoff['id']}/claim", headers=CLIENT),
+        ):
+            assert refused.status_code == 403
+            assert refused.json() == {"detail": "handoffs need staff credentials"}
+
+        calls_before = len(model.calls)
+        click = bot_api.callback_query(ALICE, card_message, button["callback_data"])
+        bot_api.push(click, kind="callback_query")
+        answered = await bot_api.wait_for_calls(1, "answerCallbackQuery")
+        assert "is yours" in answered[0]["text"]
+        late = await call(api, "post", f"/v1/handoffs/{handoff['id']}/claim", headers=BOB_STAFF)
+        assert late.status_code == 409 and "claimed by alice" in late.json()["detail"]
+
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot are you there?"))
+        bot_api.push(bot_api.message(GROUP, BOB, "we wait for the person then"))
+        await stored_user_messages(service, 5)
+        for text in ("Hi Ann, Alice here.", "For a GmbH, set the EUR tax rates first."):
+            sent = await call(
+                api, "post", f"/v1/handoffs/{handoff['id']}/messages", headers=STAFF,
+                json={"text": text},
+            )  # fmt: skip
+            assert sent.status_code == 201 and sent.json()["role"] == "staff"
+        await bot_api.wait_for_messages(6)
+        assert in_chat(bot_api, GROUP)[-2:] == [
+            "alice (support team):\nHi Ann, Alice here.",
+            "alice (support team):\nFor a GmbH, set the EUR tax rates first.",
+        ]
+        assert len(model.calls) == calls_before  # the bot said nothing meanwhile
+
+        resolved = await call(api, "post", f"/v1/handoffs/{handoff['id']}/resolve", headers=STAFF)
+        assert resolved.json()["status"] == "resolved"
+        await bot_api.wait_for_messages(7)  # the client hears the bot is back
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot how do I record a payment?"))
+        await bot_api.wait_for_messages(8)
+
+    assert "Record payment" in in_chat(bot_api, GROUP)[-1]
+    found = await service.history(f"telegram:{GROUP['id']}")
+    assert found is not None
+    kept = [(m.role, m.author, m.content) for m in found[1] if m.role in ("user", "staff")]
+    assert kept[3:] == [
+        ("user", "Ann", "are you there?"),
+        ("user", "Bob", "we wait for the person then"),
+        ("staff", "alice", "Hi Ann, Alice here."),
+        ("staff", "alice", "For a GmbH, set the EUR tax rates first."),
+        ("user", "Ann", "how do I record a payment?"),
+    ]
