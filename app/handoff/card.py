@@ -21,7 +21,7 @@ from app.agent.messages import message_text, strip_author
 from app.chat.transcript import to_langchain
 from app.chat.types import citations_of
 from app.db.models import Conversation, Message
-from app.handoff.triggers import asks_for_person
+from app.handoff.triggers import asks_for_person, found_nothing
 from app.observability.calls import PURPOSE_KEY
 
 log = logging.getLogger(__name__)
@@ -116,11 +116,12 @@ def _shorten(text: str, limit: int = ANSWER_CHARS) -> str:
 
 
 def exchanges_of(messages: Sequence[Message]) -> list[Exchange]:
-    """Each user question with the answer its turn got (the last answers shown)."""
+    """Each user question with the answer its turn got (the last answers shown); the
+    request for a person is the card's reason, not an exchange."""
     asked: dict[int, str] = {}
     answered: dict[int, str] = {}
     for m in messages:
-        if m.role == "user":
+        if m.role == "user" and not asks_for_person(m.content):
             asked.setdefault(m.turn, f"{m.author or 'user'}: {_shorten(m.content)}")
         elif m.role == "assistant" and not m.tool_calls and m.content:
             answered[m.turn] = _shorten(m.content)
@@ -129,13 +130,14 @@ def exchanges_of(messages: Sequence[Message]) -> list[Exchange]:
 
 
 def pages_of(messages: Sequence[Message]) -> list[str]:
-    """The pages the answers cited, once each, in the order first cited."""
+    """The pages the answers cited, once each, in the order first cited (an answer that
+    found nothing cited nothing)."""
     pages: dict[str, str] = {}
     for turn in dict.fromkeys(m.turn for m in messages):
         in_turn = [m for m in messages if m.turn == turn]
         answers = [m.content for m in in_turn if m.role == "assistant" and not m.tool_calls]
         passages = [p for m in in_turn if m.role == "tool" and m.artifact for p in m.artifact]
-        if answers and passages:
+        if answers and passages and not found_nothing(answers[-1]):
             for citation in citations_of(answers[-1], passages):
                 pages.setdefault(citation.source, f"{citation.title} ({citation.source})")
     return list(pages.values())

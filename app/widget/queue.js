@@ -1,0 +1,173 @@
+// The handoff queue: conversations the bot handed to a person, each with its card (who,
+// why, goal, constraints, what was asked and answered, pages, open question). Claim one,
+// reply in the client's chat under your name, resolve it and the bot answers again.
+(function () {
+  "use strict";
+  var TOKEN_KEY = "supportbot.token";  // the same sign-in as the assistant (widget.js)
+  var REFRESH_MS = 10000;
+  var $ = function (id) { return document.getElementById(id); };
+  var list = $("hq-list"), errors = $("hq-error");
+  var me = null;
+
+  function headers() {
+    var h = { "content-type": "application/json" };
+    var token = localStorage.getItem(TOKEN_KEY);
+    if (token) h.authorization = "Bearer " + token;
+    return h;
+  }
+
+  async function api(method, path, body) {
+    var r = await fetch(path, { method: method, headers: headers(), body: body ? JSON.stringify(body) : undefined });
+    var data = await r.json().catch(function () { return {}; });
+    if (!r.ok) throw new Error(data.detail || ("HTTP " + r.status));
+    return data;
+  }
+
+  function el(tag, text, className) {
+    var node = document.createElement(tag);
+    if (text !== undefined && text !== null) node.textContent = text;
+    if (className) node.className = className;
+    return node;
+  }
+
+  function field(dl, name, value) {
+    dl.appendChild(el("dt", name));
+    var dd = el("dd");
+    if (Array.isArray(value)) {
+      if (!value.length) dd.textContent = "none";
+      else {
+        var ul = el("ul");
+        value.forEach(function (item) { ul.appendChild(el("li", item)); });
+        dd.appendChild(ul);
+      }
+    } else dd.textContent = value || "none";
+    dl.appendChild(dd);
+  }
+
+  async function showTranscript(box, key) {
+    var conversation = await api("GET", "/v1/conversations/" + encodeURIComponent(key));
+    box.replaceChildren();
+    conversation.messages
+      .filter(function (m) { return m.role === "user" || m.role === "staff" || (m.role === "assistant" && !m.tool_calls); })
+      .slice(-12)
+      .forEach(function (m) {
+        var who = m.role === "assistant" ? "bot" : (m.author || m.role);
+        var line = el("p", who + ": " + m.content, "hq-line");
+        line.dataset.role = m.role;
+        box.appendChild(line);
+      });
+    box.scrollTop = box.scrollHeight;  // the latest at hand
+  }
+
+  function act(button, work) {
+    button.addEventListener("click", async function () {
+      button.disabled = true; errors.textContent = "";
+      try { await work(); } catch (e) { errors.textContent = e.message; }
+      button.disabled = false;
+      await refresh();
+    });
+  }
+
+  function card(h) {
+    var c = h.card, mine = h.status === "claimed" && h.claimed_by === me;
+    var article = el("article", null, "hq-card");
+    article.dataset.handoff = h.id;
+    var title = el("h2", "#" + h.id + " " + c.conversation_key);
+    var status = el("span", h.status === "claimed" ? "claimed by " + h.claimed_by : "open", "hq-status");
+    status.dataset.status = h.status;
+    title.appendChild(status);
+    article.appendChild(title);
+    var dl = el("dl");
+    field(dl, "Reason", c.reason + (c.requested_by ? ", by " + c.requested_by : ""));
+    field(dl, "Who", c.who.join(", "));
+    field(dl, "Chat", c.channel);
+    field(dl, "Goal", c.goal);
+    field(dl, "Constraints", c.constraints);
+    field(dl, "Asked and answered", c.exchanges.map(function (e) { return e.asked + " → " + e.answered; }));
+    field(dl, "Pages cited", c.pages);
+    field(dl, "Open question", c.open_question);
+    article.appendChild(dl);
+    var transcript = el("a", "Transcript");
+    transcript.href = c.transcript_url;
+    transcript.target = "_blank"; transcript.rel = "noopener";
+    var actions = el("div", null, "hq-actions");
+    actions.appendChild(transcript);
+    var box = el("div", null, "hq-transcript");
+    box.setAttribute("aria-label", "Latest messages");
+    if (h.status === "open") {
+      var claim = el("button", "Claim");
+      claim.type = "button";
+      act(claim, function () { return api("POST", "/v1/handoffs/" + h.id + "/claim"); });
+      actions.appendChild(claim);
+    }
+    if (mine) {
+      var resolve = el("button", "Resolve", "sb-secondary");
+      resolve.type = "button";
+      act(resolve, function () { return api("POST", "/v1/handoffs/" + h.id + "/resolve"); });
+      actions.appendChild(resolve);
+    }
+    article.appendChild(actions);
+    if (mine) {
+      var form = el("form", null, "hq-reply");
+      var label = el("label", "Reply to the client", "sb-visually-hidden");
+      var input = el("textarea");
+      input.id = "hq-reply-" + h.id; label.htmlFor = input.id;
+      input.rows = 2; input.required = true;
+      input.placeholder = "Reply in the client's chat as " + me + "…";
+      var send = el("button", "Send");
+      send.type = "submit";
+      form.append(label, input, send);
+      form.addEventListener("submit", async function (e) {
+        e.preventDefault();
+        send.disabled = true; errors.textContent = "";
+        try {
+          await api("POST", "/v1/handoffs/" + h.id + "/messages", { text: input.value });
+          input.value = "";
+          await showTranscript(box, c.conversation_key);
+        } catch (err) { errors.textContent = err.message; }
+        send.disabled = false;
+      });
+      article.appendChild(form);
+    }
+    article.appendChild(box);
+    showTranscript(box, c.conversation_key).catch(function () { box.textContent = "The transcript could not be loaded."; });
+    return article;
+  }
+
+  async function refresh() {
+    try {
+      var handoffs = await api("GET", "/v1/handoffs");
+      list.replaceChildren();
+      if (!handoffs.length) list.appendChild(el("p", "Nobody is waiting for a person.", "hq-empty"));
+      handoffs.forEach(function (h) { list.appendChild(card(h)); });
+    } catch (e) { errors.textContent = e.message; }
+  }
+
+  async function signedIn() {
+    var r = await fetch("/v1/widget/me", { headers: headers() });
+    if (!r.ok) return false;
+    me = (await r.json()).name;
+    $("hq-me").textContent = "Signed in as " + me;
+    $("sb-login").hidden = true;
+    list.hidden = false; $("hq-refresh").hidden = false;
+    await refresh();
+    setInterval(function () {
+      if (!list.querySelector("textarea:focus")) refresh();  // never under the cursor
+    }, REFRESH_MS);
+    return true;
+  }
+
+  $("sb-login").addEventListener("submit", async function (e) {
+    e.preventDefault();
+    localStorage.setItem(TOKEN_KEY, $("sb-token").value.trim());
+    if (!(await signedIn())) {
+      localStorage.removeItem(TOKEN_KEY);
+      $("sb-login-error").textContent = "That token was not accepted.";
+    }
+  });
+  $("hq-refresh").addEventListener("click", refresh);
+
+  signedIn().then(function (ok) {
+    if (!ok) { $("sb-login").hidden = false; $("sb-token").focus(); }
+  });
+})();
