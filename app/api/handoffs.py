@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from telegram import Bot
 
 from app.api.auth import Caller, CallerDep
@@ -99,6 +99,13 @@ class HandoffOut(BaseModel):
 
 class StaffReplyIn(BaseModel):
     text: Text = Field(min_length=1, max_length=4000, description="sent under your name")
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the reply is empty")
+        return value.strip()
 
 
 def found(handoff: Handoff | None, handoff_id: int) -> Handoff:

@@ -120,7 +120,7 @@ async def resolve(session: AsyncSession, handoff_id: int, staff: str) -> Handoff
     found = await _fresh(session, handoff_id)
     if found is None:
         return None
-    if found.status == "claimed" and found.claimed_by != staff:
+    if found.status == "resolved" or (found.status == "claimed" and found.claimed_by != staff):
         raise HandoffConflict(found, _why_not(found, "resolved"))
     result = await session.execute(
         update(Handoff)

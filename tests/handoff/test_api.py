@@ -1,0 +1,70 @@
+"""/v1/handoffs over HTTP: who may use it, and the errors it answers (ErrorOut)."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from app.settings import ApiKey, Settings
+from tests.conftest import make_client
+
+ALICE = {"authorization": "Bearer alice-api-token"}
+BOB = {"authorization": "Bearer bob-api-token"}
+CLIENT = {"authorization": "Bearer acme-client-key-0123456789"}
+
+
+@pytest.fixture
+def api(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
+    settings.widget.staff_tokens = {
+        "alice": SecretStr("alice-api-token"),
+        "bob": SecretStr("bob-api-token"),
+    }
+    settings.api.keys = {"acme": ApiKey(key=SecretStr("acme-client-key-0123456789"))}
+    with make_client(settings, sample_index) as client:
+        yield client
+
+
+def open_handoff(api: TestClient) -> int:
+    turn = {"audience": "client", "author": "Ann", "text": "Позовите оператора, пожалуйста"}
+    reply = api.post("/v1/conversations/api:shop:1/messages", json=turn, headers=CLIENT)
+    assert "сотруднику поддержки" in reply.json()["text"]
+    (handoff,) = api.get("/v1/handoffs", headers=ALICE).json()
+    return int(handoff["id"])
+
+
+def test_the_handoff_api_is_for_staff_only(api: TestClient) -> None:
+    handoff = open_handoff(api)
+    assert api.get("/v1/handoffs").status_code == 401  # no credentials at all
+    for method, path in [
+        ("get", "/v1/handoffs"),
+        ("get", f"/v1/handoffs/{handoff}"),
+        ("post", f"/v1/handoffs/{handoff}/claim"),
+        ("post", f"/v1/handoffs/{handoff}/resolve"),
+    ]:
+        refused = getattr(api, method)(path, headers=CLIENT)
+        assert refused.status_code == 403, path
+    reply = api.post(f"/v1/handoffs/{handoff}/messages", json={"text": "hi"}, headers=CLIENT)
+    assert reply.status_code == 403
+    assert api.get(f"/v1/handoffs/{handoff}", headers=ALICE).json()["status"] == "open"
+
+
+def test_claims_replies_and_resolves_answer_what_went_wrong(api: TestClient) -> None:
+    handoff = open_handoff(api)
+    path = f"/v1/handoffs/{handoff}"
+    early = api.post(f"{path}/messages", json={"text": "hi"}, headers=ALICE)
+    assert early.status_code == 409 and "claim it before replying" in early.json()["detail"]
+    assert api.post(f"{path}/claim", headers=ALICE).json()["claimed_by"] == "alice"
+    assert api.post(f"{path}/claim", headers=ALICE).status_code == 200  # one's own again
+    lost = api.post(f"{path}/claim", headers=BOB)
+    assert lost.status_code == 409
+    assert lost.json() == {"detail": f"handoff {handoff} is claimed by alice: it cannot be claimed"}
+    assert api.post(f"{path}/resolve", headers=BOB).status_code == 409
+    empty = api.post(f"{path}/messages", json={"text": "  "}, headers=ALICE)
+    assert empty.status_code == 422
+    assert api.post("/v1/handoffs/999/claim", headers=ALICE).json() == {"detail": "no handoff 999"}
+    assert api.get("/v1/handoffs?status=claimed", headers=ALICE).json()[0]["id"] == handoff
+    assert api.post(f"{path}/resolve", headers=ALICE).json()["resolved_by"] == "alice"
+    assert api.post(f"{path}/resolve", headers=ALICE).status_code == 409
+    assert api.get("/v1/handoffs", headers=ALICE).json() == []
