@@ -125,7 +125,7 @@ class Runtime:
             agent_factory(settings, model, knowledge),
             tracer=tracer,
             simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
-            handoffs=HandoffService(settings, turns),
+            handoffs=HandoffService(settings, turns, tracer=tracer),
         )
         return cls(settings, engine, sessions, knowledge, tracer, chat)
 

@@ -42,6 +42,7 @@ from app.handoff.store import HandoffConflict
 from app.handoff.tool import REQUEST_HUMAN
 from app.handoff.triggers import asks_for_person, found_nothing
 from app.observability.calls import LLMCallCollector
+from app.observability.tracing import Tracer
 from app.settings import Settings
 from app.tokens import count_tokens
 
@@ -77,11 +78,14 @@ class HandoffService:
         turns: TurnStore,
         summary_model: BaseChatModel | None = None,
         *,
+        tracer: Tracer | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        """`now`: the clock the office hours are read with."""
+        """`tracer`: tags the traces of turns that open a handoff or are answered during
+        one (`handoff`); `now`: the clock the office hours are read with."""
         self._settings = settings
         self._turns = turns
+        self._tracer = tracer or Tracer.disabled(settings.observability)
         self._model = summary_model or build_summary_model(settings.llm)
         self._now = now
         self.messenger: Messenger | None = None  # set by the Telegram adapter, if any
@@ -102,7 +106,9 @@ class HandoffService:
             log.error("could not look up the handoff of %s: %r", request.conversation_key, error)
             return False
         asked = self.enabled(request.audience) and asks_for_person(request.text)
-        if (active is None and not asked) or (active is not None and request.ask):
+        # Telegram's /ask handler sets `ask`; over HTTP the message starts with it.
+        addressed = request.ask or request.text.lstrip().startswith("/ask")
+        if (active is None and not asked) or (active is not None and addressed):
             return False
         key = request.conversation_key
         opened: Handoff | None = None
@@ -154,8 +160,12 @@ class HandoffService:
             return reply
         limit = self._settings.handoff.not_found_turns
         async with self._turns.sessions() as session:
-            conversation = await queries.get_conversation(session, request.conversation_key)
-            if conversation is None or await store.active_for_key(session, conversation.key):
+            found = await queries.find_turn(session, request.conversation_key, reply.turn)
+            if found is None:
+                return reply
+            conversation, turn = found
+            if await store.active_for_key(session, conversation.key):  # answered on /ask
+                self._tag(turn)
                 return reply
             called = await store.tool_called(session, conversation.id, reply.turn, REQUEST_HUMAN)
             since = await store.last_resolved_at(session, conversation.id)
@@ -172,6 +182,7 @@ class HandoffService:
                 return reply
             notice = self._takeover_notice(request.text)
             await self._add_message(held, conversation, "assistant", None, notice)
+        self._tag(turn)
         await self._announce(opened, request.audience)
         return replace(reply, text=f"{reply.text}\n\n{notice}".strip())
 
@@ -267,6 +278,10 @@ class HandoffService:
 
     def _takeover_notice(self, said: str) -> str:
         return takeover_notice(said, next_shift_start(self._now(), self._settings.handoff))
+
+    def _tag(self, turn: Turn) -> None:
+        if turn.trace_id is not None:
+            self._tracer.tag(turn.trace_id, "handoff")
 
     @staticmethod
     def _not_yours(handoff: Handoff) -> str:

@@ -233,6 +233,13 @@ class Tracer:
                 comment=comment,
             )
 
+    def tag(self, trace_id: str, tag: str) -> None:
+        """Add `tag` to a turn's trace after the turn (e.g. `handoff`): a span of its own
+        on that trace carries it, and Langfuse merges a trace's tags."""
+        if self._client is not None:
+            with propagate_attributes(tags=[_clip(tag)], trace_name=TRACE_NAME):
+                self._client.start_observation(trace_context={"trace_id": trace_id}, name=tag).end()
+
     def flush(self) -> None:
         """Send what is buffered (spans and scores); the SDK also flushes at exit."""
         if self._client is not None:

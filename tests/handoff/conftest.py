@@ -15,6 +15,7 @@ from app.handoff.service import HandoffService
 from app.runtime import agent_factory
 from app.settings import Settings
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
+from tests.observability.conftest import local_server
 
 OFFICE_OPEN = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)  # a Wednesday
 OFFICE_CLOSED = datetime(2026, 12, 4, 19, 30, tzinfo=UTC)  # Friday evening
@@ -49,3 +50,6 @@ def chat(
 ) -> ChatService:
     agents = agent_factory(settings, model, KeywordRetriever(ARTICLES))
     return ChatService(settings, turns, agents, handoffs=handoffs)
+
+
+__all__ = ["local_server"]  # the local Langfuse endpoint of the observability tests
