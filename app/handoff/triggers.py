@@ -47,6 +47,9 @@ def asks_for_person(text: str) -> bool:
     return person_asked_in(text) is not None
 
 
+FOUND_NOTHING_WITHIN = 160  # characters: said up front, not "if you cannot find the menu…"
+
+
 def found_nothing(answer: str) -> bool:
-    """The answer says the documentation had nothing on the question."""
-    return bool(_FOUND_NOTHING.search(answer))
+    """The answer says, up front, that the documentation had nothing on the question."""
+    return bool(_FOUND_NOTHING.search(answer[:FOUND_NOTHING_WITHIN]))
