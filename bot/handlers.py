@@ -25,6 +25,7 @@ from app.chat.types import (
 from app.settings import Settings
 from bot.dedupe import claim_update, forget_updates_before
 from bot.delivery import Destination, Outbox
+from bot.menu import register_commands
 from bot.render import Part, reply_parts
 from bot.updates import audience, author_name, command_argument, conversation_key, question_text
 
@@ -88,10 +89,12 @@ class SupportBot:
         )
 
     async def start_up(self, application: Application) -> None:
-        """Once the bot runs: drop old update claims, then resend what earlier runs
-        answered (or failed to answer) but did not deliver, in the background."""
+        """Once the bot runs: drop old update claims, then, in the background, register
+        the command menu and resend what earlier runs answered (or failed to answer) but
+        did not deliver."""
         async with self._sessions() as session:
             await forget_updates_before(session, datetime.now(UTC) - CLAIMS_KEPT)
+        application.create_task(register_commands(application.bot))
         application.create_task(self.resend_undelivered(application.bot))
 
     async def resend_undelivered(self, bot: Bot) -> None:
