@@ -115,9 +115,9 @@ class SupportBot:
                 apology=APOLOGY if turn.status == "ok" else None,
             )
 
-    async def skip_duplicates(self, update: Update, _: Context) -> None:
+    async def skip_duplicates(self, update: Update, context: Context) -> None:
         async with self._sessions() as session:
-            if not await claim_update(session, update.update_id):
+            if not await claim_update(session, context.bot.id, update.update_id):
                 log.info("update %s was handled already", update.update_id)
                 raise ApplicationHandlerStop
 

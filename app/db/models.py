@@ -123,11 +123,13 @@ class Summary(Base):
 
 
 class ProcessedUpdate(Base):
-    """A Telegram update already handled: its id is claimed once, by one replica, and
-    stays claimed across restarts (bot/dedupe.py)."""
+    """A Telegram update already handled: its id is claimed once per bot, by one replica,
+    and stays claimed across restarts (bot/dedupe.py)."""
 
     __tablename__ = "telegram_processed_updates"
 
+    # Update ids are numbered per bot: two bots on one database share no claims.
+    bot_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     update_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     processed_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, index=True
