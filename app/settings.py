@@ -386,7 +386,12 @@ class ApiSettings(BaseModel):
 
 
 class ChatSettings(BaseModel):
-    max_message_chars: int = 4000
+    max_message_chars: int = Field(
+        8192,
+        gt=0,
+        description="longer messages are refused, nothing stored; room for a full Telegram "
+        "message (4,096) and the message it replies to",
+    )
     turn_timeout_seconds: float = Field(
         300.0, gt=0, description="a turn still working after this long ends `interrupted`"
     )

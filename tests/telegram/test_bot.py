@@ -241,3 +241,18 @@ async def test_a_bare_mention_or_ask_gets_a_hint_and_no_turn(
 
     assert [m["text"] for m in bot_api.sent()] == [ASK_USAGE, ASK_USAGE]
     assert model.calls == []
+
+
+async def test_a_question_as_long_as_telegram_allows_is_answered(
+    bot_api: FakeBotApi, run_bot: RunBot, service: ChatService
+) -> None:
+    question = "How do I create an invoice? " + "x" * (MessageLimit.MAX_TEXT_LENGTH - 28)
+    assert len(question) == MessageLimit.MAX_TEXT_LENGTH
+    async with run_bot():
+        bot_api.push(bot_api.message(chat(11), ANN, question))
+        (reply,) = await bot_api.wait_for_messages(1)
+
+    assert "Sales → Invoices → New invoice" in reply["text"]
+    found = await service.history("telegram:11")
+    assert found is not None
+    assert [m.content for m in found[1] if m.role == "user"] == [question]
