@@ -274,6 +274,12 @@ class TelegramSettings(BaseModel):
         description="how long an answer is resent after network errors, 5xx and 429 before "
         "it counts as undelivered",
     )
+    group_context: Literal["addressed", "all"] = Field(
+        "addressed",
+        description="`addressed`: only messages to the bot are kept; `all`: the other group "
+        "messages are kept too (with their author) and reach the model as context with the "
+        "next question (needs privacy mode off)",
+    )
 
 
 class WidgetSettings(BaseModel):

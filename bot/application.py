@@ -118,15 +118,18 @@ def build_application(
     assert isinstance(application, BotApplication)
 
     new_message = filters.UpdateType.MESSAGE
-    text_or_photo = new_message & (filters.TEXT | filters.PHOTO) & ~filters.COMMAND
+    readable = filters.TEXT | filters.PHOTO | filters.Document.ALL
+    said = new_message & readable & ~filters.COMMAND
     application.add_handler(TypeHandler(Update, bot.skip_duplicates), group=-1)
     application.add_handlers(
         [
             CommandHandler("ask", bot.ask, filters=new_message),
             CommandHandler("reset", bot.reset, filters=new_message),
             CommandHandler(["start", "help"], bot.help, filters=new_message),
-            MessageHandler(text_or_photo & ADDRESSED_TO_BOT, bot.answer),
+            MessageHandler(said & ADDRESSED_TO_BOT, bot.answer),
         ]
     )
+    if telegram.group_context == "all":
+        application.add_handler(MessageHandler(said & ~ADDRESSED_TO_BOT, bot.keep_as_context))
     application.add_error_handler(bot.on_error)
     return application

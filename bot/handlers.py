@@ -13,6 +13,7 @@ from telegram.ext import Application, ApplicationHandlerStop, ContextTypes
 
 from app.chat.service import ChatService
 from app.chat.types import (
+    IMAGE_MARKER,
     Citation,
     ImageInput,
     InvalidTurn,
@@ -25,7 +26,9 @@ from app.chat.types import (
 from app.settings import Settings
 from bot.dedupe import claim_update, forget_updates_before
 from bot.delivery import Destination, Outbox
+from bot.group_context import GroupContext
 from bot.menu import register_commands
+from bot.question import CAN_READ, has_unreadable_file, picture_of, quote_of, whole_question
 from bot.render import Part, reply_parts
 from bot.updates import audience, author_name, command_argument, conversation_key, question_text
 
@@ -37,6 +40,7 @@ APOLOGY = "Sorry, I could not answer this time. Your message was kept; please tr
 NOT_KEPT = "Sorry, I could not take your message this time. Please send it again."
 NO_IMAGES = "I cannot read images yet, so I answered the text only."
 NO_IMAGES_NO_TEXT = "I cannot read images yet. Please describe what the screenshot shows."
+UNREADABLE_FILE = f"I cannot read this file. {CAN_READ}"
 ASK_USAGE = "What is your question? For example: /ask How do I create an invoice?"
 ADMINS_ONLY = "Only the chat's admins can start a fresh conversation."
 RESET_DONE = "Starting fresh: I no longer see what was said before (it stays archived)."
@@ -67,12 +71,6 @@ async def show_typing(message: Message) -> None:
         log.debug("typing action failed: %s", error)
 
 
-async def largest_photo(message: Message) -> ImageInput:
-    size = max(message.photo, key=lambda photo: photo.width * photo.height)
-    data = await (await size.get_file()).download_as_bytearray()
-    return ImageInput(bytes(data), "image/jpeg")  # Telegram re-encodes photos as JPEG
-
-
 class SupportBot:
     """Callbacks over one ChatService; the database sessions serve update de-duplication."""
 
@@ -87,6 +85,7 @@ class SupportBot:
             settings.telegram.delivery_patience_seconds,
             count_failures=settings.observability.metrics_enabled,
         )
+        self.group_context = GroupContext(sessions)
 
     async def start_up(self, application: Application) -> None:
         """Once the bot runs: drop old update claims, then, in the background, register
@@ -131,6 +130,16 @@ class SupportBot:
         assert message is not None
         await self._answer(message, command_argument(message))
 
+    async def keep_as_context(self, update: Update, _: Context) -> None:
+        """A group message not addressed to the bot (group context `all`)."""
+        message = update.effective_message
+        assert message is not None
+        text = (message.text or message.caption or "").strip()
+        if picture_of(message) is not None:
+            text += IMAGE_MARKER
+        if text:
+            await self.group_context.keep(conversation_key(message), author_name(message), text)
+
     async def help(self, update: Update, context: Context) -> None:
         message = update.effective_message
         assert message is not None
@@ -142,7 +151,9 @@ class SupportBot:
         if not await self._from_admin(message):
             await message.reply_text(ADMINS_ONLY)
             return
-        reset = await self._chat.reset_context(conversation_key(message))
+        key = conversation_key(message)
+        reset = await self._chat.reset_context(key)
+        await self.group_context.taken(key)
         await message.reply_text(RESET_DONE if reset else NOTHING_TO_RESET)
 
     async def on_error(self, update: object, context: Context) -> None:
@@ -150,23 +161,33 @@ class SupportBot:
         log.error("handling update %s failed", update_id, exc_info=context.error)
 
     async def _answer(self, message: Message, text: str) -> None:
-        if not text and not message.photo:  # a bare mention or /ask
-            await message.reply_text(ASK_USAGE)
-            return
-        images: tuple[ImageInput, ...] = ()
-        if message.photo and self._settings.llm.supports_images:
-            images = (await largest_photo(message),)
-        elif message.photo:
+        picture, quote = picture_of(message), quote_of(message)
+        if has_unreadable_file(message):
+            await message.reply_text(UNREADABLE_FILE)
+            if not text:
+                return
+        elif picture is not None and not self._settings.llm.supports_images:
             await message.reply_text(NO_IMAGES if text else NO_IMAGES_NO_TEXT)
             if not text:
                 return
+            picture = None
+        if not text and picture is None:  # a bare mention or /ask
+            await message.reply_text(ASK_USAGE)
+            return
+        images: list[ImageInput] = []
+        if self._settings.llm.supports_images:
+            for shown in (picture, quote.picture if quote else None):
+                if shown is not None:
+                    images.append(await shown.download())
+        key = conversation_key(message)
+        context, last_context = await self.group_context.pending(key)
         request = TurnRequest(
             channel="telegram",
-            conversation_key=conversation_key(message),
+            conversation_key=key,
             audience=audience(message, self._settings.telegram),
             author=author_name(message),
-            text=text,
-            images=images,
+            text=whole_question(text, quote, context, self._settings.chat.max_message_chars),
+            images=tuple(images),
         )
         destination = Destination.of(message)
         await show_typing(message)
@@ -178,6 +199,8 @@ class SupportBot:
         if turn_id is None:  # nothing was stored, so nothing is owed either
             await message.reply_text(NOT_KEPT)
             return
+        if last_context is not None:  # the context is in the stored turn now
+            await self.group_context.taken(key, last_context)
         if isinstance(outcome, TurnError):
             parts, apology = [Part(APOLOGY)], None
         else:

@@ -155,6 +155,19 @@ class TelegramDelivery(Base):
     )
 
 
+class TelegramChatMessage(Base):
+    """A group message not addressed to the bot, kept (telegram.group_context `all`) until
+    the next answered turn of its conversation takes it in as context (bot/group_context.py)."""
+
+    __tablename__ = "telegram_chat_messages"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_key: Mapped[str] = mapped_column(String(255), index=True)
+    author: Mapped[str | None] = mapped_column(String(255))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class Feedback(Base):
     """A rating of one answer (one turn), e.g. from the staff widget's thumbs."""
 

@@ -1,4 +1,4 @@
-"""telegram update claims per bot
+"""telegram update claims per bot, group messages kept as context
 
 Revision ID: 5b1f0c7d2e8a
 Revises: c92e68093bd0
@@ -7,6 +7,9 @@ Create Date: 2026-12-01 14:55:00
 Update ids are numbered per bot, so a claim is keyed by (bot_id, update_id). The claims
 of the old table are dropped: they are kept for days only to catch redeliveries, and after
 an upgrade the bot starts from the update offset Telegram last confirmed.
+
+telegram_chat_messages keeps the group messages not addressed to the bot (group_context
+`all`) until the next answered turn takes them in.
 """
 
 from collections.abc import Sequence
@@ -42,8 +45,25 @@ def _drop() -> None:
 def upgrade() -> None:
     _drop()
     _create("bot_id", "update_id")
+    op.create_table(
+        "telegram_chat_messages",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("conversation_key", sa.String(length=255), nullable=False),
+        sa.Column("author", sa.String(length=255), nullable=True),
+        sa.Column("text", sa.Text(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index(
+        "ix_telegram_chat_messages_conversation_key",
+        "telegram_chat_messages",
+        ["conversation_key"],
+        unique=False,
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_telegram_chat_messages_conversation_key", table_name="telegram_chat_messages")
+    op.drop_table("telegram_chat_messages")
     _drop()
     _create("update_id")
