@@ -12,6 +12,7 @@ from telegram.ext import (
     AIORateLimiter,
     Application,
     BaseUpdateProcessor,
+    CallbackQueryHandler,
     CommandHandler,
     Defaults,
     MessageHandler,
@@ -43,8 +44,9 @@ class BotApplication(Application[Any, Any, Any, Any, Any, Any]):
         await super().stop()
 
 
-# New messages only: an edited message is never answered a second time.
-ALLOWED_UPDATES = [Update.MESSAGE]
+# New messages only (an edited message is never answered a second time), and clicks on
+# the rating buttons.
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
 
 
 class ChatOrderedUpdateProcessor(BaseUpdateProcessor):
@@ -57,7 +59,9 @@ class ChatOrderedUpdateProcessor(BaseUpdateProcessor):
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         chat = update.effective_chat if isinstance(update, Update) else None
-        if chat is None:
+        # A click is answered at once, not after the chat's running turn: Telegram shows a
+        # spinner until then, and gives up on the query after a few seconds.
+        if chat is None or (isinstance(update, Update) and update.callback_query is not None):
             await coroutine
             return
         lock = self._chat_locks.setdefault(chat.id, asyncio.Lock())
@@ -127,6 +131,7 @@ def build_application(
             CommandHandler("reset", bot.reset, filters=new_message),
             CommandHandler(["start", "help"], bot.help, filters=new_message),
             MessageHandler(said & ADDRESSED_TO_BOT, bot.answer),
+            CallbackQueryHandler(bot.rate),
         ]
     )
     if telegram.group_context == "all":

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 from html import escape
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from telegram import Bot, Message, Update
+from telegram import Bot, Chat, ChatMemberRestricted, Message, Update
 from telegram.constants import ChatAction, ChatMemberStatus, ChatType
-from telegram.error import TelegramError
+from telegram.error import BadRequest, TelegramError
 from telegram.ext import Application, ApplicationHandlerStop, ContextTypes
 
 from app.chat.service import ChatService
@@ -26,6 +26,7 @@ from app.chat.types import (
 from app.settings import Settings
 from bot.dedupe import claim_update, forget_updates_before
 from bot.delivery import Destination, Outbox
+from bot.feedback import Rating, rated_answer, rating_keyboard
 from bot.group_context import GroupContext
 from bot.menu import register_commands
 from bot.question import CAN_READ, has_unreadable_file, picture_of, quote_of, whole_question
@@ -45,6 +46,11 @@ ASK_USAGE = "What is your question? For example: /ask How do I create an invoice
 ADMINS_ONLY = "Only the chat's admins can start a fresh conversation."
 RESET_DONE = "Starting fresh: I no longer see what was said before (it stays archived)."
 NOTHING_TO_RESET = "There is nothing to reset yet."
+RATED = "Thanks for the feedback!"
+RATING_STALE = "This answer can no longer be rated."
+RATING_MEMBERS_ONLY = "Only members of the chat where this answer was given can rate it."
+NOT_CHECKED = "I could not check that with Telegram just now. Please try again in a moment."
+MEMBERS = {ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.MEMBER}
 EMPTY_ANSWER = "I have no answer to this."
 CLAIMS_KEPT = timedelta(days=7)
 
@@ -100,7 +106,8 @@ class SupportBot:
         for delivery, turn in await self.outbox.undelivered():
             if self.outbox.stopping.is_set():
                 return
-            if turn.status == "ok":
+            answered = turn.status == "ok"
+            if answered:
                 parts = answer_parts(*await self.outbox.stored_answer(turn))
             else:  # failed or interrupted: the question is kept, the user is told
                 parts = [Part(APOLOGY)]
@@ -111,7 +118,8 @@ class SupportBot:
                 Destination.of_row(delivery),
                 parts,
                 already_sent=delivery.parts_sent,
-                apology=APOLOGY if turn.status == "ok" else None,
+                reply_markup=rating_keyboard(turn.id) if answered else None,
+                apology=APOLOGY if answered else None,
             )
 
     async def skip_duplicates(self, update: Update, context: Context) -> None:
@@ -202,10 +210,49 @@ class SupportBot:
         if last_context is not None:  # the context is in the stored turn now
             await self.group_context.taken(key, last_context)
         if isinstance(outcome, TurnError):
-            parts, apology = [Part(APOLOGY)], None
-        else:
-            parts, apology = answer_parts(outcome.text, outcome.citations), APOLOGY
-        await self.outbox.deliver(message.get_bot(), turn_id, destination, parts, apology=apology)
+            await self.outbox.deliver(message.get_bot(), turn_id, destination, [Part(APOLOGY)])
+            return
+        await self.outbox.deliver(
+            message.get_bot(),
+            turn_id,
+            destination,
+            answer_parts(outcome.text, outcome.citations),
+            reply_markup=rating_keyboard(turn_id),
+            apology=APOLOGY,
+        )
+
+    async def rate(self, update: Update, _: Context) -> None:
+        """A click on 👍/👎: stored once the clicker is found in the answer's chat; the
+        buttons then mark the choice."""
+        query = update.callback_query
+        assert query is not None  # the handler admits callback queries only
+        rating = Rating.parse(query.data)
+        rated = await rated_answer(self._sessions, rating.turn_id) if rating else None
+        if rating is None or rated is None or query.message is None:
+            await query.answer(RATING_STALE)
+            return
+        chat = query.message.chat
+        try:
+            member = chat.id == rated.chat_id and await self._is_member(chat, query.from_user.id)
+        except TelegramError as error:
+            log.warning("could not check a rater's membership: %s", error)
+            await query.answer(NOT_CHECKED)
+            return
+        if not member:
+            await query.answer(RATING_MEMBERS_ONLY)
+            return
+        await self._chat.add_feedback(
+            rated.conversation, rated.turn, rating.helpful, None, query.from_user.full_name
+        )
+        await query.answer(RATED)
+        try:
+            await query.get_bot().edit_message_reply_markup(
+                chat.id,
+                query.message.message_id,
+                reply_markup=rating_keyboard(rating.turn_id, rating.helpful),
+            )
+        except BadRequest as error:  # the same choice again, or the message is gone
+            log.debug("rating buttons left as they were: %s", error)
 
     async def _run_turn(
         self, request: TurnRequest, destination: Destination
@@ -221,6 +268,17 @@ class SupportBot:
             elif isinstance(event, TurnError):
                 return event, turn_id
         raise AssertionError("a turn's events end with done or error")
+
+    @staticmethod
+    async def _is_member(chat: Chat, user_id: int) -> bool:
+        """In groups, whether the user is in the chat now (public groups can be read, and
+        their buttons clicked, from outside)."""
+        if chat.type == ChatType.PRIVATE:
+            return True
+        member = await chat.get_member(user_id)
+        if isinstance(member, ChatMemberRestricted):
+            return member.is_member
+        return member.status in MEMBERS
 
     async def _from_admin(self, message: Message) -> bool:
         if message.chat.type == ChatType.PRIVATE:

@@ -53,7 +53,8 @@ METHODS: dict[str, tuple[set[str], set[str]]] = {
         {"callback_query_id"},
     ),
     "editMessageReplyMarkup": (
-        {"chat_id", "message_id", "inline_message_id", "reply_markup"},
+        # python-telegram-bot adds the default parse_mode here; Telegram ignores it
+        {"chat_id", "message_id", "inline_message_id", "reply_markup", "parse_mode"},
         set(),
     ),
     "getFile": ({"file_id"}, {"file_id"}),

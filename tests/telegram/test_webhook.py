@@ -51,7 +51,7 @@ async def test_the_webhook_checks_the_secret_and_answers_each_update_once(
         {
             "url": "https://bot.example.com/telegram/webhook",
             "secret_token": SECRET,
-            "allowed_updates": ["message"],
+            "allowed_updates": ["message", "callback_query"],
         }
     ]
     first, second = bot_api.sent()
