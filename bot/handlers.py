@@ -46,6 +46,10 @@ ASK_USAGE = "What is your question? For example: /ask How do I create an invoice
 ADMINS_ONLY = "Only the chat's admins can start a fresh conversation."
 RESET_DONE = "Starting fresh: I no longer see what was said before (it stays archived)."
 NOTHING_TO_RESET = "There is nothing to reset yet."
+RESET_NOT_CHECKED = (
+    "I could not check with Telegram whether you are an admin of this chat, so nothing was "
+    "reset. Please try /reset again in a moment."
+)
 RATED = "Thanks for the feedback!"
 RATING_STALE = "This answer can no longer be rated."
 RATING_MEMBERS_ONLY = "Only members of the chat where this answer was given can rate it."
@@ -156,7 +160,13 @@ class SupportBot:
     async def reset(self, update: Update, _: Context) -> None:
         message = update.effective_message
         assert message is not None
-        if not await self._from_admin(message):
+        try:
+            from_admin = await self._from_admin(message)
+        except TelegramError as error:  # getChatMember failed or timed out
+            log.warning("could not check whether /reset came from an admin: %s", error)
+            await message.reply_text(RESET_NOT_CHECKED)
+            return
+        if not from_admin:
             await message.reply_text(ADMINS_ONLY)
             return
         key = conversation_key(message)
