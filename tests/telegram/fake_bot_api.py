@@ -256,8 +256,6 @@ class FakeBotApi:
     # -- the Bot API -----------------------------------------------------------------------
 
     async def _method(self, request: Request) -> Response:
-        if request.path_params["token"] != self.token:
-            return refusal(401, "Unauthorized")
         method = request.path_params["method"]
         form = parse_qs((await request.body()).decode())
         params = {
@@ -265,6 +263,8 @@ class FakeBotApi:
             for key, values in form.items()
         }
         self.calls.append((method, params))
+        if request.path_params["token"] != self.token:
+            return refusal(401, "Unauthorized")
         if method not in METHODS:
             return refusal(404, "Not Found")
         known, required = METHODS[method]
