@@ -68,7 +68,8 @@ def help_text(bot_username: str) -> str:
         "I answer questions about the product from its documentation.\n\n"
         f"In a group, mention me (@{escape(bot_username)}), reply to one of my messages, or "
         "write /ask followed by your question. In a private chat, just write.\n"
-        "You can send a screenshot with your question as its caption.\n"
+        "You can send a screenshot (as a photo or a file) with your question as its caption, "
+        "and reply to someone's message when you ask me about it.\n"
         "/reset (chat admins) starts a fresh conversation."
     )
 
