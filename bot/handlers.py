@@ -99,11 +99,13 @@ class SupportBot:
         self.group_context = GroupContext(sessions)
 
     async def start_up(self, application: Application) -> None:
-        """Once the bot runs: drop old update claims, then, in the background, register
-        the command menu and resend what earlier runs answered (or failed to answer) but
-        did not deliver."""
+        """Once the bot runs: drop old update claims and group context, then, in the
+        background, register the command menu and resend what earlier runs answered (or
+        failed to answer) but did not deliver."""
+        week_ago = datetime.now(UTC) - CLAIMS_KEPT
         async with self._sessions() as session:
-            await forget_updates_before(session, datetime.now(UTC) - CLAIMS_KEPT)
+            await forget_updates_before(session, week_ago)
+        await self.group_context.forget_before(week_ago)
         application.create_task(register_commands(application.bot))
         application.create_task(self.resend_undelivered(application.bot))
 

@@ -3,10 +3,14 @@ replies to (its author, text and photo), and, with group context `all`, what the
 meanwhile. Other files get a reply saying what the bot reads."""
 
 import base64
+from datetime import UTC, datetime, timedelta
 
 from langchain_core.messages import BaseMessage
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.service import ChatService
+from app.db.models import TelegramChatMessage
 from app.settings import Settings
 from bot.handlers import UNREADABLE_FILE
 from tests.fakes import CapturingChatModel
@@ -161,8 +165,19 @@ async def test_with_group_context_all_the_chat_reaches_the_next_answered_turn(
     bot_settings: Settings,
     service: ChatService,
     model: CapturingChatModel,
+    sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     bot_settings.telegram.group_context = "all"
+    async with sessions() as session:  # said long ago, and never asked about
+        session.add(
+            TelegramChatMessage(
+                conversation_key=f"telegram:{GROUP['id']}",
+                author="Dan",
+                text="Who took my stapler?",
+                created_at=datetime.now(UTC) - timedelta(days=8),
+            )
+        )
+        await session.commit()
     async with run_bot():
         bot_api.push(bot_api.message(GROUP, ANN, "Our VAT rate changed to 19% this year"))
         bot_api.push(bot_api.message(GROUP, CARL, "Same for us, since January"))
@@ -182,6 +197,8 @@ async def test_with_group_context_all_the_chat_reaches_the_next_answered_turn(
         "How do I create an invoice?",  # the context went in once
     ]
     assert len(bot_api.sent()) == 2  # the other messages got no answer
+    async with sessions() as session:
+        assert (await session.scalars(select(TelegramChatMessage))).all() == []
 
 
 async def test_by_default_messages_not_addressed_to_the_bot_are_not_kept(
