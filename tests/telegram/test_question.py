@@ -13,6 +13,7 @@ from app.chat.service import ChatService
 from app.db.models import TelegramChatMessage
 from app.settings import Settings
 from bot.handlers import UNREADABLE_FILE
+from bot.question import CONTEXT_HEAD, Quote, whole_question
 from tests.fakes import CapturingChatModel
 from tests.telegram.conftest import RunBot
 from tests.telegram.fake_bot_api import FakeBotApi, Json, chat, user
@@ -210,3 +211,20 @@ async def test_by_default_messages_not_addressed_to_the_bot_are_not_kept(
         await bot_api.wait_for_messages(1)
 
     assert model.calls[0].messages[-1].content == "Bob: where do I set the VAT rates?"
+
+
+def test_the_extras_are_clipped_to_the_limit_and_the_question_never_is() -> None:
+    question = "q" * 4096
+    quote = Quote("Ann Lee", "a" * 4096, picture=None)
+    context = [f"Carl: line {n}" for n in range(500)]
+
+    text = whole_question(question, quote, context, limit=8192)
+    assert len(text) == 8192
+    assert text.endswith("\n" + question)
+    assert text.startswith('[In reply to Ann Lee: "aaa') and "…]\n" in text
+    assert CONTEXT_HEAD not in text  # the quote took the room
+
+    roomy = whole_question("Where?", quote, context, limit=10_000)
+    assert roomy.startswith(CONTEXT_HEAD) and roomy.endswith('a"]\nWhere?')
+    assert "Carl: line 499]" in roomy and "Carl: line 0\n" not in roomy  # the latest kept
+    assert len(roomy) <= 10_000
