@@ -28,6 +28,7 @@ def serve(
     import uvicorn
 
     from app.api.main import UnsafeExposure, create_app
+    from app.observability.logs import configure_logging
     from knowledge.store import KnowledgeBase, StoreInUse
 
     settings = get_settings()
@@ -35,6 +36,7 @@ def serve(
         settings = settings.model_copy(
             update={"api": settings.api.model_copy(update={"host": host})}
         )
+    configure_logging(settings)
     try:
         app = create_app(settings)
         # Opened before uvicorn starts so that a store another process holds is one line, not
@@ -50,7 +52,7 @@ def serve(
             err=True,
         )
         raise typer.Exit(1) from None
-    uvicorn.run(app, host=settings.api.host, port=port)
+    uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
 
 
 @db_cli.command()

@@ -276,6 +276,12 @@ class TelegramSettings(BaseModel):
         description="how long an answer is resent after network errors, 5xx and 429 before "
         "it counts as undelivered",
     )
+    group_context: Literal["addressed", "all"] = Field(
+        "addressed",
+        description="`addressed`: only messages to the bot are kept; `all`: the other group "
+        "messages are kept too (with their author) and reach the model as context with the "
+        "next question (needs privacy mode off)",
+    )
 
 
 class WidgetSettings(BaseModel):
@@ -388,7 +394,12 @@ class ApiSettings(BaseModel):
 
 
 class ChatSettings(BaseModel):
-    max_message_chars: int = 4000
+    max_message_chars: int = Field(
+        8192,
+        gt=0,
+        description="longer messages are refused, nothing stored; room for a full Telegram "
+        "message (4,096) and the message it replies to",
+    )
     turn_timeout_seconds: float = Field(
         300.0, gt=0, description="a turn still working after this long ends `interrupted`"
     )

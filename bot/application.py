@@ -11,6 +11,7 @@ from telegram.constants import ParseMode
 from telegram.ext import (
     AIORateLimiter,
     Application,
+    BaseHandler,
     BaseUpdateProcessor,
     CallbackQueryHandler,
     CommandHandler,
@@ -45,8 +46,8 @@ class BotApplication(Application[Any, Any, Any, Any, Any, Any]):
         await super().stop()
 
 
-# New messages only: an edited message is never answered a second time. Callback
-# queries: the Claim button of a handoff card.
+# New messages only (an edited message is never answered a second time), and clicks on
+# the rating buttons and on a handoff card's Claim button.
 ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
 
 
@@ -60,7 +61,9 @@ class ChatOrderedUpdateProcessor(BaseUpdateProcessor):
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         chat = update.effective_chat if isinstance(update, Update) else None
-        if chat is None:
+        # A click is answered at once, not after the chat's running turn: Telegram shows a
+        # spinner until then, and gives up on the query after a few seconds.
+        if chat is None or (isinstance(update, Update) and update.callback_query is not None):
             await coroutine
             return
         lock = self._chat_locks.setdefault(chat.id, asyncio.Lock())
@@ -121,16 +124,15 @@ def build_application(
     assert isinstance(application, BotApplication)
 
     new_message = filters.UpdateType.MESSAGE
-    text_or_photo = new_message & (filters.TEXT | filters.PHOTO) & ~filters.COMMAND
+    readable = filters.TEXT | filters.PHOTO | filters.Document.ALL
+    said = new_message & readable & ~filters.COMMAND
     application.add_handler(TypeHandler(Update, bot.skip_duplicates), group=-1)
-    application.add_handlers(
-        [
-            CommandHandler("ask", bot.ask, filters=new_message),
-            CommandHandler("reset", bot.reset, filters=new_message),
-            CommandHandler(["start", "help"], bot.help, filters=new_message),
-            MessageHandler(text_or_photo & ADDRESSED_TO_BOT, bot.answer),
-        ]
-    )
+    handlers: list[BaseHandler[Any, Any, Any]] = [
+        CommandHandler("ask", bot.ask, filters=new_message),
+        CommandHandler("reset", bot.reset, filters=new_message),
+        CommandHandler(["start", "help"], bot.help, filters=new_message),
+        MessageHandler(said & ADDRESSED_TO_BOT, bot.answer),
+    ]
     if chat.handoffs is not None:  # a person may take chats over (app/handoff)
         chat.handoffs.messenger = TelegramMessenger(application.bot, settings)
         handoff = HandoffHandlers(settings, chat, chat.handoffs, sessions)
@@ -138,6 +140,11 @@ def build_application(
         # the messages it keeps from them itself.
         held = new_message & (filters.TEXT | filters.PHOTO) & ~filters.COMMAND
         application.add_handler(MessageHandler(held, handoff.hold_for_staff), group=-2)
-        application.add_handler(CallbackQueryHandler(handoff.claim, pattern=CLAIM_PATTERN))
+        handlers.append(CallbackQueryHandler(handoff.claim, pattern=CLAIM_PATTERN))
+    # Last: any other click is a rating (or answered as a stale one).
+    handlers.append(CallbackQueryHandler(bot.rate))
+    application.add_handlers(handlers)
+    if telegram.group_context == "all":
+        application.add_handler(MessageHandler(said & ~ADDRESSED_TO_BOT, bot.keep_as_context))
     application.add_error_handler(bot.on_error)
     return application

@@ -8,12 +8,15 @@ import typer
 from app.settings import get_settings
 
 app = typer.Typer(help="The Telegram bot.", no_args_is_help=True)
+log = logging.getLogger(__name__)
 
 
 @app.command()
 def run() -> None:
     """Answer Telegram chats with long polling (settings: SUPPORTBOT_TELEGRAM__*)."""
-    from app.observability.redact import configured_secrets, install_log_redaction
+    from telegram.error import InvalidToken
+
+    from app.observability.logs import configure_logging
     from app.runtime import Runtime
     from bot.application import ALLOWED_UPDATES, build_application
 
@@ -23,9 +26,7 @@ def run() -> None:
     if settings.telegram.mode == "webhook":
         # Polling would delete the webhook that the HTTP app registered.
         raise typer.BadParameter("mode is webhook: `supportbot serve` runs the bot")
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level="INFO")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per getUpdates otherwise
-    install_log_redaction(configured_secrets(settings))  # request URLs carry the bot token
+    configure_logging(settings)
     runtime = Runtime.from_settings(settings)
 
     async def start_runtime() -> None:
@@ -40,4 +41,8 @@ def run() -> None:
     application = build_application(
         settings, runtime.chat, runtime.sessions, polling=True, post_shutdown=close_runtime
     )
-    application.run_polling(allowed_updates=ALLOWED_UPDATES)
+    try:
+        application.run_polling(allowed_updates=ALLOWED_UPDATES)
+    except InvalidToken:  # its message quotes the token
+        log.error("Telegram rejected the bot token: check SUPPORTBOT_TELEGRAM__TOKEN")
+        raise typer.Exit(1) from None

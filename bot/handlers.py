@@ -6,13 +6,14 @@ from datetime import UTC, datetime, timedelta
 from html import escape
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from telegram import Bot, Message, Update
+from telegram import Bot, Chat, ChatMemberRestricted, Message, Update
 from telegram.constants import ChatAction, ChatMemberStatus, ChatType
-from telegram.error import TelegramError
+from telegram.error import BadRequest, TelegramError
 from telegram.ext import Application, ApplicationHandlerStop, ContextTypes
 
 from app.chat.service import ChatService
 from app.chat.types import (
+    IMAGE_MARKER,
     Citation,
     ImageInput,
     InvalidTurn,
@@ -25,6 +26,10 @@ from app.chat.types import (
 from app.settings import Settings
 from bot.dedupe import claim_update, forget_updates_before
 from bot.delivery import Destination, Outbox
+from bot.feedback import Rating, rated_answer, rating_keyboard
+from bot.group_context import GroupContext
+from bot.menu import register_commands
+from bot.question import CAN_READ, has_unreadable_file, picture_of, quote_of, whole_question
 from bot.render import Part, reply_parts
 from bot.updates import audience, author_name, command_argument, conversation_key, question_text
 
@@ -36,10 +41,20 @@ APOLOGY = "Sorry, I could not answer this time. Your message was kept; please tr
 NOT_KEPT = "Sorry, I could not take your message this time. Please send it again."
 NO_IMAGES = "I cannot read images yet, so I answered the text only."
 NO_IMAGES_NO_TEXT = "I cannot read images yet. Please describe what the screenshot shows."
+UNREADABLE_FILE = f"I cannot read this file. {CAN_READ}"
 ASK_USAGE = "What is your question? For example: /ask How do I create an invoice?"
 ADMINS_ONLY = "Only the chat's admins can start a fresh conversation."
 RESET_DONE = "Starting fresh: I no longer see what was said before (it stays archived)."
 NOTHING_TO_RESET = "There is nothing to reset yet."
+RESET_NOT_CHECKED = (
+    "I could not check with Telegram whether you are an admin of this chat, so nothing was "
+    "reset. Please try /reset again in a moment."
+)
+RATED = "Thanks for the feedback!"
+RATING_STALE = "This answer can no longer be rated."
+RATING_MEMBERS_ONLY = "Only members of the chat where this answer was given can rate it."
+NOT_CHECKED = "I could not check that with Telegram just now. Please try again in a moment."
+MEMBERS = {ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.MEMBER}
 EMPTY_ANSWER = "I have no answer to this."
 CLAIMS_KEPT = timedelta(days=7)
 
@@ -53,7 +68,8 @@ def help_text(bot_username: str) -> str:
         "I answer questions about the product from its documentation.\n\n"
         f"In a group, mention me (@{escape(bot_username)}), reply to one of my messages, or "
         "write /ask followed by your question. In a private chat, just write.\n"
-        "You can send a screenshot with your question as its caption.\n"
+        "You can send a screenshot (as a photo or a file) with your question as its caption, "
+        "and reply to someone's message when you ask me about it.\n"
         "/reset (chat admins) starts a fresh conversation."
     )
 
@@ -64,12 +80,6 @@ async def show_typing(message: Message) -> None:
         await message.reply_chat_action(ChatAction.TYPING)
     except TelegramError as error:  # cosmetic: never fail the turn for it
         log.debug("typing action failed: %s", error)
-
-
-async def largest_photo(message: Message) -> ImageInput:
-    size = max(message.photo, key=lambda photo: photo.width * photo.height)
-    data = await (await size.get_file()).download_as_bytearray()
-    return ImageInput(bytes(data), "image/jpeg")  # Telegram re-encodes photos as JPEG
 
 
 class SupportBot:
@@ -86,19 +96,25 @@ class SupportBot:
             settings.telegram.delivery_patience_seconds,
             count_failures=settings.observability.metrics_enabled,
         )
+        self.group_context = GroupContext(sessions)
 
     async def start_up(self, application: Application) -> None:
-        """Once the bot runs: drop old update claims, then resend what earlier runs
-        answered (or failed to answer) but did not deliver, in the background."""
+        """Once the bot runs: drop old update claims and group context, then, in the
+        background, register the command menu and resend what earlier runs answered (or
+        failed to answer) but did not deliver."""
+        week_ago = datetime.now(UTC) - CLAIMS_KEPT
         async with self._sessions() as session:
-            await forget_updates_before(session, datetime.now(UTC) - CLAIMS_KEPT)
+            await forget_updates_before(session, week_ago)
+        await self.group_context.forget_before(week_ago)
+        application.create_task(register_commands(application.bot))
         application.create_task(self.resend_undelivered(application.bot))
 
     async def resend_undelivered(self, bot: Bot) -> None:
         for delivery, turn in await self.outbox.undelivered():
             if self.outbox.stopping.is_set():
                 return
-            if turn.status == "ok":
+            answered = turn.status == "ok"
+            if answered:
                 parts = answer_parts(*await self.outbox.stored_answer(turn))
             else:  # failed or interrupted: the question is kept, the user is told
                 parts = [Part(APOLOGY)]
@@ -109,12 +125,13 @@ class SupportBot:
                 Destination.of_row(delivery),
                 parts,
                 already_sent=delivery.parts_sent,
-                apology=APOLOGY if turn.status == "ok" else None,
+                reply_markup=rating_keyboard(turn.id) if answered else None,
+                apology=APOLOGY if answered else None,
             )
 
-    async def skip_duplicates(self, update: Update, _: Context) -> None:
+    async def skip_duplicates(self, update: Update, context: Context) -> None:
         async with self._sessions() as session:
-            if not await claim_update(session, update.update_id):
+            if not await claim_update(session, context.bot.id, update.update_id):
                 log.info("update %s was handled already", update.update_id)
                 raise ApplicationHandlerStop
 
@@ -128,6 +145,16 @@ class SupportBot:
         assert message is not None
         await self._answer(message, command_argument(message), ask=True)
 
+    async def keep_as_context(self, update: Update, _: Context) -> None:
+        """A group message not addressed to the bot (group context `all`)."""
+        message = update.effective_message
+        assert message is not None
+        text = (message.text or message.caption or "").strip()
+        if picture_of(message) is not None:
+            text += IMAGE_MARKER
+        if text:
+            await self.group_context.keep(conversation_key(message), author_name(message), text)
+
     async def help(self, update: Update, context: Context) -> None:
         message = update.effective_message
         assert message is not None
@@ -136,10 +163,18 @@ class SupportBot:
     async def reset(self, update: Update, _: Context) -> None:
         message = update.effective_message
         assert message is not None
-        if not await self._from_admin(message):
+        try:
+            from_admin = await self._from_admin(message)
+        except TelegramError as error:  # getChatMember failed or timed out
+            log.warning("could not check whether /reset came from an admin: %s", error)
+            await message.reply_text(RESET_NOT_CHECKED)
+            return
+        if not from_admin:
             await message.reply_text(ADMINS_ONLY)
             return
-        reset = await self._chat.reset_context(conversation_key(message))
+        key = conversation_key(message)
+        reset = await self._chat.reset_context(key)
+        await self.group_context.taken(key)
         await message.reply_text(RESET_DONE if reset else NOTHING_TO_RESET)
 
     async def on_error(self, update: object, context: Context) -> None:
@@ -147,23 +182,33 @@ class SupportBot:
         log.error("handling update %s failed", update_id, exc_info=context.error)
 
     async def _answer(self, message: Message, text: str, *, ask: bool = False) -> None:
-        if not text and not message.photo:  # a bare mention or /ask
-            await message.reply_text(ASK_USAGE)
-            return
-        images: tuple[ImageInput, ...] = ()
-        if message.photo and self._settings.llm.supports_images:
-            images = (await largest_photo(message),)
-        elif message.photo:
+        picture, quote = picture_of(message), quote_of(message)
+        if has_unreadable_file(message):
+            await message.reply_text(UNREADABLE_FILE)
+            if not text:
+                return
+        elif picture is not None and not self._settings.llm.supports_images:
             await message.reply_text(NO_IMAGES if text else NO_IMAGES_NO_TEXT)
             if not text:
                 return
+            picture = None
+        if not text and picture is None:  # a bare mention or /ask
+            await message.reply_text(ASK_USAGE)
+            return
+        images: list[ImageInput] = []
+        if self._settings.llm.supports_images:
+            for shown in (picture, quote.picture if quote else None):
+                if shown is not None:
+                    images.append(await shown.download())
+        key = conversation_key(message)
+        context, last_context = await self.group_context.pending(key)
         request = TurnRequest(
             channel="telegram",
-            conversation_key=conversation_key(message),
+            conversation_key=key,
             audience=audience(message, self._settings.telegram),
             author=author_name(message),
-            text=text,
-            images=images,
+            text=whole_question(text, quote, context, self._settings.chat.max_message_chars),
+            images=tuple(images),
             ask=ask,  # answered even while a person has the chat
         )
         destination = Destination.of(message)
@@ -176,11 +221,52 @@ class SupportBot:
         if turn_id is None:  # nothing was stored, so nothing is owed either
             await message.reply_text(NOT_KEPT)
             return
+        if last_context is not None:  # the context is in the stored turn now
+            await self.group_context.taken(key, last_context)
         if isinstance(outcome, TurnError):
-            parts, apology = [Part(APOLOGY)], None
-        else:
-            parts, apology = answer_parts(outcome.text, outcome.citations), APOLOGY
-        await self.outbox.deliver(message.get_bot(), turn_id, destination, parts, apology=apology)
+            await self.outbox.deliver(message.get_bot(), turn_id, destination, [Part(APOLOGY)])
+            return
+        await self.outbox.deliver(
+            message.get_bot(),
+            turn_id,
+            destination,
+            answer_parts(outcome.text, outcome.citations),
+            reply_markup=rating_keyboard(turn_id),
+            apology=APOLOGY,
+        )
+
+    async def rate(self, update: Update, _: Context) -> None:
+        """A click on 👍/👎: stored once the clicker is found in the answer's chat; the
+        buttons then mark the choice."""
+        query = update.callback_query
+        assert query is not None  # the handler admits callback queries only
+        rating = Rating.parse(query.data)
+        rated = await rated_answer(self._sessions, rating.turn_id) if rating else None
+        if rating is None or rated is None or query.message is None:
+            await query.answer(RATING_STALE)
+            return
+        chat = query.message.chat
+        try:
+            member = chat.id == rated.chat_id and await self._is_member(chat, query.from_user.id)
+        except TelegramError as error:
+            log.warning("could not check a rater's membership: %s", error)
+            await query.answer(NOT_CHECKED)
+            return
+        if not member:
+            await query.answer(RATING_MEMBERS_ONLY)
+            return
+        await self._chat.add_feedback(
+            rated.conversation, rated.turn, rating.helpful, None, query.from_user.full_name
+        )
+        await query.answer(RATED)
+        try:
+            await query.get_bot().edit_message_reply_markup(
+                chat.id,
+                query.message.message_id,
+                reply_markup=rating_keyboard(rating.turn_id, rating.helpful),
+            )
+        except BadRequest as error:  # the same choice again, or the message is gone
+            log.debug("rating buttons left as they were: %s", error)
 
     async def _run_turn(
         self, request: TurnRequest, destination: Destination
@@ -196,6 +282,17 @@ class SupportBot:
             elif isinstance(event, TurnError):
                 return event, turn_id
         raise AssertionError("a turn's events end with done or error")
+
+    @staticmethod
+    async def _is_member(chat: Chat, user_id: int) -> bool:
+        """In groups, whether the user is in the chat now (public groups can be read, and
+        their buttons clicked, from outside)."""
+        if chat.type == ChatType.PRIVATE:
+            return True
+        member = await chat.get_member(user_id)
+        if isinstance(member, ChatMemberRestricted):
+            return member.is_member
+        return member.status in MEMBERS
 
     async def _from_admin(self, message: Message) -> bool:
         if message.chat.type == ChatType.PRIVATE:

@@ -94,7 +94,7 @@ class HandoffHandlers:
         self._handoffs = handoffs
         self._sessions = sessions
 
-    async def hold_for_staff(self, update: Update, _: Context) -> None:
+    async def hold_for_staff(self, update: Update, context: Context) -> None:
         """Before the usual handlers: in a chat a person has taken over, store the message
         for them and answer nothing (this handler de-duplicates the update itself)."""
         message = update.effective_message
@@ -104,7 +104,7 @@ class HandoffHandlers:
         async with self._sessions() as session:
             if await active_for_key(session, key) is None:
                 return  # the usual handlers (and their de-duplication) take it
-            first_time = await claim_update(session, update.update_id)
+            first_time = await claim_update(session, context.bot.id, update.update_id)
         if first_time:
             text = question_text(message) or "[image]"
             request = TurnRequest(

@@ -39,7 +39,7 @@ def _mentions_bot(message: Message) -> bool:
     )
 
 
-def _replies_to_bot(message: Message) -> bool:
+def replies_to_bot(message: Message) -> bool:
     replied = message.reply_to_message
     return (
         replied is not None
@@ -56,7 +56,7 @@ class _AddressedToBot(filters.MessageFilter):
         return (
             message.chat.type == ChatType.PRIVATE
             or _mentions_bot(message)
-            or _replies_to_bot(message)
+            or replies_to_bot(message)
         )
 
 

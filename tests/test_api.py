@@ -58,8 +58,8 @@ def test_a_turn_answers_from_the_sample_kb_and_is_stored(
     [
         ({"audience": "client", "author": "Ann", "text": ""}, "the message is empty"),
         (
-            {"audience": "client", "author": "Ann", "text": "a" * 4001},
-            "the message has 4001 characters; the limit is 4000",
+            {"audience": "client", "author": "Ann", "text": "a" * 8193},
+            "the message has 8193 characters; the limit is 8192",
         ),
         (
             {"audience": "vip", "author": "Ann", "text": "hello"},

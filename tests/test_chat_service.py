@@ -142,7 +142,7 @@ async def test_failed_turn_keeps_the_user_message(
     ("request_", "message"),
     [
         (ask("   "), "the message is empty"),
-        (ask("x" * 4001), "the message has 4001 characters; the limit is 4000"),
+        (ask("x" * 8193), "the message has 8193 characters; the limit is 8192"),
         (ask("hello", audience="vip"), "unknown audience 'vip': use one of staff, client"),
     ],
 )

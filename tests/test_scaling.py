@@ -91,7 +91,7 @@ async def test_a_telegram_update_is_claimed_once_across_replicas(own_pg_url: str
 
     async def claim(engine: Any) -> bool:
         async with make_session_factory(engine)() as session:
-            return await claim_update(session, update_id)
+            return await claim_update(session, bot_id=123456, update_id=update_id)
 
     try:
         claims = await asyncio.gather(*(claim(engine) for engine in engines * 3))

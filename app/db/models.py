@@ -125,11 +125,13 @@ class Summary(Base):
 
 
 class ProcessedUpdate(Base):
-    """A Telegram update already handled: its id is claimed once, by one replica, and
-    stays claimed across restarts (bot/dedupe.py)."""
+    """A Telegram update already handled: its id is claimed once per bot, by one replica,
+    and stays claimed across restarts (bot/dedupe.py)."""
 
     __tablename__ = "telegram_processed_updates"
 
+    # Update ids are numbered per bot: two bots on one database share no claims.
+    bot_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     update_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     processed_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, index=True
@@ -153,6 +155,19 @@ class TelegramDelivery(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
+
+
+class TelegramChatMessage(Base):
+    """A group message not addressed to the bot, kept (telegram.group_context `all`) until
+    the next answered turn of its conversation takes it in as context (bot/group_context.py)."""
+
+    __tablename__ = "telegram_chat_messages"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_key: Mapped[str] = mapped_column(String(255), index=True)
+    author: Mapped[str | None] = mapped_column(String(255))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Feedback(Base):

@@ -1,7 +1,7 @@
 """handoffs
 
 Revision ID: 9c7fdaad8504
-Revises: c92e68093bd0
+Revises: 5b1f0c7d2e8a
 Create Date: 2026-12-01 14:38:41.566240
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 
 
 revision: str = "9c7fdaad8504"
-down_revision: str | None = "c92e68093bd0"
+down_revision: str | None = "5b1f0c7d2e8a"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

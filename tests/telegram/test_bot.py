@@ -14,6 +14,7 @@ from bot.handlers import (
     NO_IMAGES,
     NO_IMAGES_NO_TEXT,
     RESET_DONE,
+    RESET_NOT_CHECKED,
 )
 from tests.fakes import CapturingChatModel
 from tests.telegram.conftest import STAFF_CHAT, RunBot
@@ -212,6 +213,25 @@ async def test_only_chat_admins_reset_the_context(
     assert model.calls[-1].messages[1].content == "Ann Lee: Where do I set the VAT rates?"
 
 
+async def test_reset_says_so_when_the_admin_check_itself_fails(
+    bot_api: FakeBotApi, run_bot: RunBot, model: CapturingChatModel
+) -> None:
+    bot_api.chat_members[(GROUP["id"], ANN["id"])] = "creator"
+    async with run_bot():
+        bot_api.push(bot_api.message(GROUP, ANN, "/ask How do I create an invoice?"))
+        await bot_api.wait_for_messages(1)
+        bot_api.fail("getChatMember", 1, 502)
+        bot_api.push(bot_api.message(GROUP, ANN, "/reset"))
+        await bot_api.wait_for_messages(2)
+        bot_api.push(bot_api.message(GROUP, ANN, "/ask Where do I set the VAT rates?"))
+        await bot_api.wait_for_messages(3)
+
+    assert bot_api.delivered[1]["text"] == RESET_NOT_CHECKED
+    assert len(bot_api.sent("getChatMember")) == 1
+    # nothing was reset: the model still sees the first question
+    assert model.calls[-1].messages[1].content == "Ann Lee: How do I create an invoice?"
+
+
 async def test_each_forum_topic_is_a_conversation_answered_in_its_topic(
     bot_api: FakeBotApi, run_bot: RunBot, service: ChatService
 ) -> None:
@@ -241,3 +261,18 @@ async def test_a_bare_mention_or_ask_gets_a_hint_and_no_turn(
 
     assert [m["text"] for m in bot_api.sent()] == [ASK_USAGE, ASK_USAGE]
     assert model.calls == []
+
+
+async def test_a_question_as_long_as_telegram_allows_is_answered(
+    bot_api: FakeBotApi, run_bot: RunBot, service: ChatService
+) -> None:
+    question = "How do I create an invoice? " + "x" * (MessageLimit.MAX_TEXT_LENGTH - 28)
+    assert len(question) == MessageLimit.MAX_TEXT_LENGTH
+    async with run_bot():
+        bot_api.push(bot_api.message(chat(11), ANN, question))
+        (reply,) = await bot_api.wait_for_messages(1)
+
+    assert "Sales → Invoices → New invoice" in reply["text"]
+    found = await service.history("telegram:11")
+    assert found is not None
+    assert [m.content for m in found[1] if m.role == "user"] == [question]

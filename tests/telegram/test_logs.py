@@ -1,0 +1,65 @@
+"""`supportbot telegram run` and `supportbot serve` (webhook mode) log with time and level,
+and a token Telegram rejects (the fake Bot API answers 401) is never printed."""
+
+import asyncio
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.db import migrate
+from tests.telegram.fake_bot_api import FakeBotApi
+
+REJECTED = "654321:REJECTED-abcdefghijklmnopqrstuvwxyz0123"
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) [\w.]+: ")
+
+
+async def run_cli(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from app.cli import main; main()",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+@pytest.mark.parametrize(
+    ("command", "mode", "last_words"),
+    [
+        (("telegram", "run"), "polling", "ERROR bot.cli: Telegram rejected the bot token"),
+        (("serve", "--port", "0"), "webhook", "ERROR uvicorn.error: Application startup failed"),
+    ],
+)
+async def test_a_rejected_token_is_never_printed_and_lines_have_time_and_level(
+    bot_api: FakeBotApi, tmp_path: Path, command: tuple[str, ...], mode: str, last_words: str
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'supportbot.db'}"
+    migrate.upgrade(db_url)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("SUPPORTBOT_")}
+    env |= {
+        "SUPPORTBOT_DB__URL": db_url,
+        "SUPPORTBOT_KNOWLEDGE__QDRANT_PATH": str(tmp_path / "qdrant"),
+        "SUPPORTBOT_TELEGRAM__TOKEN": REJECTED,
+        "SUPPORTBOT_TELEGRAM__MODE": mode,
+        "SUPPORTBOT_TELEGRAM__WEBHOOK_SECRET": "webhook-secret",
+        "SUPPORTBOT_TELEGRAM__API_BASE_URL": f"{bot_api.url}/bot",
+        "SUPPORTBOT_TELEGRAM__FILE_BASE_URL": f"{bot_api.url}/file/bot",
+    }
+    code, output = await run_cli(*command, env=env)
+
+    assert code != 0, output
+    assert bot_api.calls[0][0] == "getMe", output  # the token was tried, and refused
+    assert REJECTED not in output
+    assert REJECTED.split(":")[1] not in output
+    records = [line for line in output.splitlines() if LOG_LINE.match(line)]
+    assert any(last_words in line for line in records), output
+    # every line is a log record or belongs to one (a traceback's lines)
+    assert output.splitlines()[0] == records[0]
