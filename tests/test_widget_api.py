@@ -209,6 +209,9 @@ def test_an_answer_comes_as_markdown_and_as_html_without_anything_that_runs(
         "<pre><code>print('&lt;b&gt;not bold&lt;/b&gt;')",
         '<a href="https://docs.example.com/a?b=1&amp;c=2" target="_blank" '
         'rel="noopener noreferrer">the manual</a>',
+        # an image is a link to click, not a URL fetched the moment the answer shows
+        '<a href="https://evil.example/leak?q=secret" target="_blank" '
+        'rel="noopener noreferrer">pixel</a>',
     ):
         assert rendered in html
     # The tags are text the reader sees, never elements; no script, handler, image or
