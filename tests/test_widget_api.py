@@ -276,9 +276,12 @@ def test_a_source_maps_to_its_public_page(source: str, url: str) -> None:
     assert elsewhere == (source if source.startswith("https://") else None)
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_each_staff_member_lists_their_own_chats_the_latest_first(
-    settings: Settings, sample_index: Path
+    settings: Settings, sample_index: Path, database: str, request: pytest.FixtureRequest
 ) -> None:
+    if database == "postgresql":
+        settings.db.url = request.getfixturevalue("own_pg_url")
     tokens = {"alice": "alice-token", "al_ce": "alxce-token", "bob": "bob-token"}
     settings.widget.staff_tokens = {name: SecretStr(token) for name, token in tokens.items()}
     settings.api.keys = {"shop": ApiKey(key=SecretStr("shop-key-0123456789"), prefix="api:")}

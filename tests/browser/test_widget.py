@@ -284,6 +284,19 @@ def test_sign_out_forgets_the_token(server: str, browser: Browser) -> None:
     expect(page.get_by_label("Staff token")).to_be_visible()  # still signed out
 
 
+def test_behind_the_sso_proxy_there_is_nothing_to_sign_out_of(
+    configured: Settings, serve: Callable[[], str], browser: Browser
+) -> None:
+    configured.widget.trusted_user_header = "X-Forwarded-User"
+    page = browser.new_page(viewport=DESKTOP)
+    page.set_extra_http_headers({"X-Forwarded-User": "bob"})  # what the proxy adds
+    page.goto(f"{serve()}/widget")
+    expect(page.get_by_text("Signed in as bob")).to_be_visible()
+    expect(page.get_by_label("Your question")).to_be_focused()
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    expect(page.get_by_label("Staff token")).to_be_hidden()
+
+
 def test_new_chat_keeps_the_old_one_in_the_list_of_chats(
     server: str, browser: Browser, shots: Path
 ) -> None:
