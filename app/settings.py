@@ -140,6 +140,14 @@ class KnowledgeSettings(BaseModel):
         "published under; a citation then links to base URL + the rest of its source path",
     )
 
+    @field_validator("public_base_urls")
+    @classmethod
+    def _web_addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, url in value.items():
+            if not url.startswith(("https://", "http://")):
+                raise ValueError(f"the public base URL of {key!r} is not an http(s) URL")
+        return value
+
     def public_url(self, source: str) -> str | None:
         """Where a passage of the configured collection is published: the base URL of the
         longest matching key of `public_base_urls`, followed by the rest of the source path.

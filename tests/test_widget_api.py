@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from sqlalchemy import create_engine, select
 
 from app.bench.scripted_llm import Reply, ScriptedLLM
@@ -274,6 +274,11 @@ def test_a_source_maps_to_its_public_page(source: str, url: str) -> None:
     # another collection's key never matches ("kb" is not a start of "kb2/…")
     elsewhere = knowledge.model_copy(update={"collection": "kb2"}).public_url(source)
     assert elsewhere == (source if source.startswith("https://") else None)
+
+
+def test_a_public_base_url_is_a_web_address() -> None:
+    with pytest.raises(ValidationError, match="'kb' is not an http"):
+        KnowledgeSettings(public_base_urls={"kb": "javascript:alert(1)//"})
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
