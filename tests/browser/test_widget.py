@@ -382,3 +382,18 @@ def test_readable_on_a_phone(server: str, browser: Browser, shots: Path) -> None
     page.get_by_role("button", name="Chats").click()
     expect(page.get_by_role("navigation", name="Your chats").get_by_role("button")).to_have_count(1)
     page.screenshot(path=shots / "phone-chats.png")
+
+
+def test_the_embed_script_opens_the_widget_in_a_side_panel(server: str, browser: Browser) -> None:
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(f"{server}/widget")
+    page.evaluate("token => localStorage.setItem('supportbot.token', token)", TOKEN)
+    page.set_content(f'<h1>CRM</h1><script src="{server}/widget/embed.js"></script>')
+    launcher = page.get_by_role("button", name="Support assistant")
+    launcher.click()
+    panel = page.frame_locator("iframe[title='Support assistant']")
+    expect(panel.get_by_text("Signed in as alice")).to_be_visible()
+    expect(panel.locator(".sb-welcome")).to_be_visible()
+    launcher.click()
+    expect(page.locator("iframe")).to_be_hidden()
+    expect(launcher).to_have_attribute("aria-expanded", "false")
