@@ -247,7 +247,9 @@ def test_without_a_public_base_url_a_citation_has_no_url(staff_client: TestClien
         f"/v1/conversations/{KEY}/messages", json=ask("How do I create an invoice?"), headers=STAFF
     ).json()
     assert reply["citations"] and all(c["url"] is None for c in reply["citations"])
-    assert all(c["excerpt"] for c in reply["citations"])
+    invoice = next(c for c in reply["citations"] if c["source"] == "en/create-invoice.md")
+    assert "**Sales → Invoices → New invoice**" in invoice["excerpt"]
+    assert "<strong>Sales → Invoices → New invoice</strong>" in invoice["excerpt_html"]
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,7 @@ class CitationOut(BaseModel):
     source: str = Field(description="a URL, or a path inside the knowledge base")
     heading: str = Field(description="the passage's section path")
     excerpt: str = Field(description="the start of the cited passage")
+    excerpt_html: str = Field(description="the excerpt's Markdown as sanitized HTML")
     url: str | None = Field(
         None,
         description="the passage's public page, when its collection has a public base URL "
@@ -64,7 +65,11 @@ class CitationOut(BaseModel):
 
     @classmethod
     def of(cls, citation: Citation, knowledge: KnowledgeSettings) -> "CitationOut":
-        return cls(**asdict(citation), url=knowledge.public_url(citation.source))
+        return cls(
+            **asdict(citation),
+            excerpt_html=answer_html(citation.excerpt),
+            url=knowledge.public_url(citation.source),
+        )
 
 
 class UsageOut(BaseModel):

@@ -109,7 +109,8 @@
         toggle.type = "button";
         toggle.title = c.source;
         toggle.setAttribute("aria-expanded", "false");
-        var passage = element("blockquote", "sb-passage", c.excerpt);
+        var passage = element("blockquote", "sb-passage");
+        passage.innerHTML = c.excerpt_html;  // sanitized by the server, like an answer
         passage.appendChild(element("span", "sb-passage-source", c.source));
         passage.hidden = true;
         toggle.addEventListener("click", function () {

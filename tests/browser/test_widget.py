@@ -187,7 +187,9 @@ def test_ask_open_a_passage_rate_with_a_comment_and_see_it_after_a_reload(
     # No public page configured: the citation opens its passage in place.
     citation = answer.get_by_role("button", name="Creating and sending an invoice").first
     citation.click()
-    expect(answer.locator(".sb-passage").first).to_contain_text("en/create-invoice.md")
+    passage = answer.locator(".sb-passage").first
+    expect(passage).to_contain_text("en/create-invoice.md")
+    expect(passage.locator("strong").first).to_have_text("Sales → Invoices → New invoice")
     expect(answer.locator(".sb-sources")).to_have_count(1)  # one list of sources
 
     answer.get_by_role("button", name="Not helpful").click()
