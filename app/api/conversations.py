@@ -2,15 +2,15 @@
 answer. Who may touch which conversation: app/api/auth.py."""
 
 from collections.abc import AsyncIterator
-from dataclasses import asdict
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.api.auth import Caller, CallerDep, get_caller
-from app.api.deps import ChatServiceDep
+from app.api.deps import ChatServiceDep, SettingsDep
 from app.api.errors import documented
+from app.api.markdown import answer_html
 from app.api.rate_limits import TurnRateLimits
 from app.api.schemas import (
     CitationOut,
@@ -19,13 +19,14 @@ from app.api.schemas import (
     FeedbackOut,
     MessageIn,
     MessageOut,
+    RatingOut,
     ReplyOut,
     UsageReportOut,
     UsageTotalsOut,
 )
 from app.chat.types import TurnDone, TurnError, TurnEvent, TurnRequest, TurnToken, citations_of
-from app.db.models import Conversation, Message
-from app.settings import CONVERSATION_KEY_PATTERN
+from app.db.models import Conversation, Feedback, Message
+from app.settings import CONVERSATION_KEY_PATTERN, KnowledgeSettings
 
 T = TypeVar("T")
 
@@ -74,10 +75,12 @@ TurnRequestDep = Annotated[TurnRequest, Depends(turn_request)]
     response_model=ReplyOut,
     responses=documented(400, 401, 403, 413, 422, 429, 502),
 )
-async def post_message(request: TurnRequestDep, chat: ChatServiceDep) -> ReplyOut:
+async def post_message(
+    request: TurnRequestDep, chat: ChatServiceDep, settings: SettingsDep
+) -> ReplyOut:
     """Run one turn and return the answer with its citations and token usage. A turn that
     fails answers 502; its detail says whether the message was kept."""
-    return ReplyOut.model_validate(asdict(await chat.handle_turn(request)))
+    return ReplyOut.of(await chat.handle_turn(request), settings.knowledge)
 
 
 async def started_turn(request: TurnRequestDep, chat: ChatServiceDep) -> AsyncIterator[TurnEvent]:
@@ -100,7 +103,7 @@ async def started_turn(request: TurnRequestDep, chat: ChatServiceDep) -> AsyncIt
     responses=documented(400, 401, 403, 413, 422, 429, streaming=True),
 )
 async def stream_message(
-    events: Annotated[AsyncIterator[TurnEvent], Depends(started_turn)],
+    events: Annotated[AsyncIterator[TurnEvent], Depends(started_turn)], settings: SettingsDep
 ) -> AsyncIterator[ServerSentEvent]:
     """The same turn as Server-Sent Events: `token` events ({"text"}) as the model writes,
     then one `done` event with the whole reply (as the non-streaming endpoint returns it),
@@ -109,7 +112,7 @@ async def stream_message(
         if isinstance(event, TurnToken):
             yield ServerSentEvent(event="token", data={"text": event.text})
         elif isinstance(event, TurnDone):
-            reply = ReplyOut.model_validate(asdict(event.reply))
+            reply = ReplyOut.of(event.reply, settings.knowledge)
             yield ServerSentEvent(event="done", data=reply.model_dump())
         elif isinstance(event, TurnError):
             data = {"detail": event.detail, "message_kept": event.message_kept}
@@ -172,8 +175,11 @@ async def get_usage(key: ReadableKey, chat: ChatServiceDep, caller: CallerDep) -
     )
 
 
-def with_citations(messages: list[Message]) -> list[MessageOut]:
-    """The stored messages, each final answer with the citations its turn produced."""
+def shown_messages(
+    messages: list[Message], feedback: dict[int, Feedback], knowledge: KnowledgeSettings
+) -> list[MessageOut]:
+    """The stored messages, each final answer as HTML too, with the citations its turn
+    produced and its latest rating."""
     shown = [MessageOut.model_validate(m) for m in messages]
     for out, message in zip(shown, messages, strict=True):
         if message.role == "assistant" and not message.tool_calls:
@@ -181,9 +187,11 @@ def with_citations(messages: list[Message]) -> list[MessageOut]:
                 p for m in messages if m.turn == message.turn and m.artifact for p in m.artifact
             )
             out.citations = [
-                CitationOut.model_validate(asdict(c))
-                for c in citations_of(message.content, passages)
+                CitationOut.of(c, knowledge) for c in citations_of(message.content, passages)
             ]
+            out.html = answer_html(message.content)
+            if rated := feedback.get(message.turn):
+                out.feedback = RatingOut.of(rated)
     return shown
 
 
@@ -193,14 +201,16 @@ def with_citations(messages: list[Message]) -> list[MessageOut]:
     responses=documented(401, 403, 404, 422),
 )
 async def get_conversation(
-    key: ReadableKey, chat: ChatServiceDep, caller: CallerDep
+    key: ReadableKey, chat: ChatServiceDep, caller: CallerDep, settings: SettingsDep
 ) -> ConversationOut:
-    """The whole transcript, including tool calls and what memory took out of the context."""
+    """The whole transcript, including tool calls and what memory took out of the context;
+    each answer with its citations and its latest rating."""
     conversation, messages = readable(key, caller, await chat.history(key))
+    feedback = await chat.feedback(conversation)
     return ConversationOut(
         key=conversation.key,
         channel=conversation.channel,
         audience=conversation.audience,
         profile=conversation.profile,
-        messages=with_citations(messages),
+        messages=shown_messages(messages, feedback, settings.knowledge),
     )

@@ -6,8 +6,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
+from app.api.markdown import answer_html
 from app.chat.text import normalize_text
-from app.db.queries import UsageTotals
+from app.chat.types import Citation, TurnReply
+from app.db.models import Feedback
+from app.db.queries import ConversationSummary, UsageTotals
+from app.settings import KnowledgeSettings
 
 # What people type: cleaned and checked by the rules every way in shares (app/chat/text.py).
 Text = Annotated[str, AfterValidator(normalize_text)]
@@ -52,6 +56,20 @@ class CitationOut(BaseModel):
     source: str = Field(description="a URL, or a path inside the knowledge base")
     heading: str = Field(description="the passage's section path")
     excerpt: str = Field(description="the start of the cited passage")
+    excerpt_html: str = Field(description="the excerpt's Markdown as sanitized HTML")
+    url: str | None = Field(
+        None,
+        description="the passage's public page, when its collection has a public base URL "
+        "(SUPPORTBOT_KNOWLEDGE__PUBLIC_BASE_URLS)",
+    )
+
+    @classmethod
+    def of(cls, citation: Citation, knowledge: KnowledgeSettings) -> "CitationOut":
+        return cls(
+            **asdict(citation),
+            excerpt_html=answer_html(citation.excerpt),
+            url=knowledge.public_url(citation.source),
+        )
 
 
 class UsageOut(BaseModel):
@@ -89,9 +107,31 @@ class ReplyOut(BaseModel):
     conversation_key: str
     turn: int
     profile: str
-    text: str
+    text: str = Field(description="the answer, in Markdown")
+    html: str = Field(description="the answer as sanitized HTML, to show as it is")
     citations: list[CitationOut]
     usage: UsageOut
+
+    @classmethod
+    def of(cls, reply: TurnReply, knowledge: KnowledgeSettings) -> "ReplyOut":
+        return cls(
+            conversation_key=reply.conversation_key,
+            turn=reply.turn,
+            profile=reply.profile,
+            text=reply.text,
+            html=answer_html(reply.text),
+            citations=[CitationOut.of(c, knowledge) for c in reply.citations],
+            usage=UsageOut(**asdict(reply.usage)),
+        )
+
+
+class RatingOut(BaseModel):
+    rating: Literal["up", "down"]
+    comment: str | None
+
+    @classmethod
+    def of(cls, feedback: Feedback) -> "RatingOut":
+        return cls(rating="up" if feedback.rating == "up" else "down", comment=feedback.comment)
 
 
 class MessageOut(BaseModel):
@@ -108,6 +148,10 @@ class MessageOut(BaseModel):
     created_at: UtcDatetime
     citations: list[CitationOut] = Field(
         default_factory=list, description="for an answer: the passages its turn retrieved"
+    )
+    html: str | None = Field(None, description="for an answer: its content as sanitized HTML")
+    feedback: RatingOut | None = Field(
+        None, description="for an answer: its latest rating, if it was rated"
     )
 
 
@@ -143,6 +187,29 @@ class FeedbackOut(BaseModel):
 
 class WhoAmIOut(BaseModel):
     name: str | None = Field(description="the staff member's name")
+    example_questions: list[str] = Field(
+        description="what an empty chat offers to ask (SUPPORTBOT_WIDGET__EXAMPLE_QUESTIONS)"
+    )
+
+
+TITLE_CHARS = 80  # of a conversation's first question, as its title in a list
+
+
+class ConversationSummaryOut(BaseModel):
+    key: str
+    title: str = Field(description="the start of the conversation's first question")
+    last_activity: UtcDatetime
+
+    @classmethod
+    def of(cls, summary: ConversationSummary) -> "ConversationSummaryOut":
+        title = summary.first_question.strip()
+        if len(title) > TITLE_CHARS:
+            title = title[:TITLE_CHARS].rstrip() + "…"
+        return cls(key=summary.key, title=title, last_activity=summary.last_activity)
+
+
+class ConversationListOut(BaseModel):
+    conversations: list[ConversationSummaryOut] = Field(description="the latest first")
 
 
 class ErrorOut(BaseModel):

