@@ -127,9 +127,35 @@ def test_staff_sign_in_by_token_or_trusted_header(settings: Settings, sample_ind
     with make_client(settings, sample_index) as client:
         examples = settings.widget.example_questions
         me = client.get("/v1/widget/me", headers=STAFF).json()
-        assert me == {"name": "alice", "example_questions": examples}
+        assert me == {
+            "name": "alice",
+            "conversation_prefix": "widget:alice:",
+            "example_questions": examples,
+        }
         by_proxy = client.get("/v1/widget/me", headers={"X-Forwarded-User": "bob"})
         assert by_proxy.json()["name"] == "bob"
+
+
+def test_a_staff_name_with_a_space_chats_under_an_encoded_key(
+    settings: Settings, sample_index: Path
+) -> None:
+    settings.widget.trusted_user_header = "X-Forwarded-User"
+    proxy = {"X-Forwarded-User": "Bob Smith"}
+    with make_client(settings, sample_index) as client:
+        prefix = client.get("/v1/widget/me", headers=proxy).json()["conversation_prefix"]
+        assert prefix == "widget:Bob+20Smith:"
+        answered = client.post(
+            f"/v1/conversations/{prefix}1/messages", json=ask("hi"), headers=proxy
+        )
+        assert answered.status_code == 200, answered.text
+        listed = client.get("/v1/widget/conversations", headers=proxy).json()
+        assert [c["key"] for c in listed["conversations"]] == [f"{prefix}1"]
+        # "Bob-Smith" is someone else: no writing into Bob Smith's chats
+        other = {"X-Forwarded-User": "Bob-Smith"}
+        refused = client.post(
+            f"/v1/conversations/{prefix}2/messages", json=ask("hi"), headers=other
+        )
+        assert refused.status_code == 403
 
 
 def test_the_widget_is_served_and_cors_is_limited(staff_client: TestClient) -> None:

@@ -10,6 +10,7 @@ staff member alone, so nobody can post into a chat, or claim its key first, by g
 
 import secrets
 from dataclasses import dataclass
+from urllib.parse import quote
 from typing import Annotated, Literal
 
 from fastapi import Depends, HTTPException, Request, status
@@ -29,6 +30,12 @@ class Caller:
     @property
     def is_staff(self) -> bool:
         return self.kind == "staff"
+
+    @property
+    def widget_prefix(self) -> str:
+        """The start of this staff member's widget conversation keys. A name may hold what a
+        key may not ("Bob Smith" from an SSO proxy): it is percent-encoded, with `+` for `%`."""
+        return "widget:" + quote(self.name or "", safe="._@-").replace("%", "+") + ":"
 
     @property
     def channel(self) -> str:
@@ -51,7 +58,7 @@ class Caller:
         if key.startswith("telegram:"):
             return "only the Telegram bot writes telegram: conversations"
         if self.kind == "staff":
-            own = f"widget:{self.name}:"
+            own = self.widget_prefix
             if key.startswith(own):
                 return None
             return f"staff write their own widget conversations: keys starting with {own!r}"

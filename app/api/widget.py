@@ -37,7 +37,11 @@ async def embed_script() -> FileResponse:
 async def whoami(caller: StaffDep, settings: SettingsDep) -> WhoAmIOut:
     """The signed-in staff member (401 without staff credentials, 403 with an API key), and
     the example questions the widget offers in an empty chat."""
-    return WhoAmIOut(name=caller.name, example_questions=settings.widget.example_questions)
+    return WhoAmIOut(
+        name=caller.name,
+        conversation_prefix=caller.widget_prefix,
+        example_questions=settings.widget.example_questions,
+    )
 
 
 @router.get("/v1/widget/conversations", responses=documented(401, 403, 422))
@@ -48,5 +52,5 @@ async def my_conversations(
 ) -> ConversationListOut:
     """The signed-in staff member's own widget conversations, the most recently active
     first, each titled by its first question (open one with `GET /v1/conversations/{key}`)."""
-    found = await chat.conversations(f"widget:{caller.name}:", limit)
+    found = await chat.conversations(caller.widget_prefix, limit)
     return ConversationListOut(conversations=[ConversationSummaryOut.of(c) for c in found])

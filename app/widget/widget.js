@@ -21,10 +21,10 @@
 
   function conversationPath(key) { return "/v1/conversations/" + encodeURIComponent(key); }
 
-  function ownKey(key) { return !!key && key.indexOf("widget:" + me.name + ":") === 0; }
+  function ownKey(key) { return !!key && key.indexOf(me.conversation_prefix) === 0; }
 
   function newKey() {
-    var key = "widget:" + me.name + ":" + Date.now();
+    var key = me.conversation_prefix + Date.now();
     localStorage.setItem(CHAT_KEY, key);
     return key;
   }
