@@ -2,6 +2,7 @@
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -34,14 +35,21 @@ from knowledge.types import Retriever
 log = logging.getLogger(__name__)
 
 
+# The memory middleware of a profile that is not a `MemoryProfile` (the evals' peers on
+# LangChain's own middleware): given the profile's name and the summary model.
+MemoryFactory = Callable[[str, BaseChatModel], list[AgentMiddleware[Any, Any, Any]]]
+
+
 def agent_factory(
     settings: Settings,
     model: BaseChatModel,
     retriever: Retriever,
     summary_model: BaseChatModel | None = None,
     expert_model: BaseChatModel | None = None,
+    other_memory: Mapping[str, MemoryFactory] | None = None,
 ) -> Any:
-    """One compiled agent per memory profile, built on first use."""
+    """One compiled agent per memory profile, built on first use; a profile named in
+    `other_memory` gets that middleware instead of `MemoryMiddleware`."""
     tools = [
         knowledge_search_tool(
             retriever, settings.knowledge.top_k, settings.knowledge.result_token_budget
@@ -61,7 +69,11 @@ def agent_factory(
 
     @cache
     def agent_for_profile(profile: str) -> Runnable[Any, Any]:
-        memory = MemoryMiddleware(settings.profiles.definitions[profile], summarizer, recall)
+        memory: list[AgentMiddleware[Any, Any, Any]] = (
+            other_memory[profile](profile, summarizer)
+            if other_memory and profile in other_memory
+            else [MemoryMiddleware(settings.profiles.definitions[profile], summarizer, recall)]
+        )
         # Listed outermost first. The step limit counts model-node runs, so retries and
         # fallbacks inside one step do not use up steps. Memory shapes the request once,
         # so every retry and the fallback send the same context. Fallback wraps retry wraps
@@ -70,7 +82,7 @@ def agent_factory(
         # fallback may be another provider). Tool retries wrap tool calls only.
         middleware: list[AgentMiddleware[Any, Any, Any]] = [
             step_limit,
-            memory,
+            *memory,
             *model_faults,
             ProviderCacheMiddleware(),
             *tool_retries,
