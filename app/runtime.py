@@ -11,6 +11,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -18,7 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.agent.expert import ask_expert_tool
 from app.agent.memory.cache_hints import ProviderCacheMiddleware
 from app.agent.memory.middleware import MemoryMiddleware
+from app.agent.memory.profiles import MemoryProfile
 from app.agent.memory.recall import recall_history_tool
+from app.agent.memory.results import ResultBudgetMiddleware
 from app.agent.memory.state import MemoryContext
 from app.agent.memory.summarizer import build_summary_model
 from app.agent.models import StepLimitMiddleware, build_chat_model, model_fault_middleware
@@ -38,6 +41,15 @@ log = logging.getLogger(__name__)
 # The memory middleware of a profile that is not a `MemoryProfile` (the evals' peers on
 # LangChain's own middleware): given the profile's name and the summary model.
 MemoryFactory = Callable[[str, BaseChatModel], list[AgentMiddleware[Any, Any, Any]]]
+
+
+def memory_middleware(
+    profile: MemoryProfile, summarizer: BaseChatModel, recall: BaseTool
+) -> list[AgentMiddleware[Any, Any, Any]]:
+    memory: list[AgentMiddleware[Any, Any, Any]] = [MemoryMiddleware(profile, summarizer, recall)]
+    if profile.results is not None:
+        memory.append(ResultBudgetMiddleware(profile.results))
+    return memory
 
 
 def agent_factory(
@@ -69,10 +81,10 @@ def agent_factory(
 
     @cache
     def agent_for_profile(profile: str) -> Runnable[Any, Any]:
-        memory: list[AgentMiddleware[Any, Any, Any]] = (
+        memory = (
             other_memory[profile](profile, summarizer)
             if other_memory and profile in other_memory
-            else [MemoryMiddleware(settings.profiles.definitions[profile], summarizer, recall)]
+            else memory_middleware(settings.profiles.definitions[profile], summarizer, recall)
         )
         # Listed outermost first. The step limit counts model-node runs, so retries and
         # fallbacks inside one step do not use up steps. Memory shapes the request once,

@@ -70,18 +70,18 @@ def peer_profiles() -> dict[str, LangChainPeer]:
             summarization={"trigger": ("tokens", 4000), "keep": ("messages", 20)},
             clear_tool_uses={"trigger": 100_000, "keep": 3},
         ),
-        # Batched like `client`: fold rarely and far below the trigger; clearing only
-        # past the fold's trigger, where it stays until the fold; the summarizer sees all
-        # it folds (its default shows it the last 4,000 tokens only, losing the
-        # constraint stated in the first turns).
+        # Batched: fold rarely, far below the trigger, and show the summarizer all it
+        # folds (its default shows it the last 4,000 tokens only, which loses the
+        # constraint stated in the first turns). No ClearToolUsesEdit: recomputed on
+        # every request, it moved the prefix at each new result and cost more at every
+        # trigger below the fold point tried (evals/README.md).
         "langchain-tuned": LangChainPeer(
-            description="LangChain's middleware tuned to batch, constraint kept",
+            description="LangChain's summarization tuned to batch, constraint kept",
             summarization={
-                "trigger": ("tokens", 12_000),
-                "keep": ("tokens", 3000),
+                "trigger": ("tokens", 20_000),
+                "keep": ("tokens", 5000),
                 "trim_tokens_to_summarize": None,
             },
-            clear_tool_uses={"trigger": 9000, "keep": 3},
         ),
     }
 

@@ -93,10 +93,16 @@ def peer_notes(summaries: dict[str, dict[str, Any]], reference: str = "client") 
     notes = []
     for name in (n for n in summaries if n in peer_profiles()):
         peer = summaries[name]
-        reasons = []
-        if peer["summary_calls"] >= peer["turns"]:
-            reasons.append(FOLDS_EVERY_CALL)
-        if peer["call_prefix_breaks"] > 2 * max(peer["prefix_changes"], 1):
+        reasons = [FOLDS_EVERY_CALL] if peer["summary_calls"] >= peer["turns"] else [FOLDS_RARELY]
+        clearing = peer_profiles()[name].clear_tool_uses
+        if clearing is None:
+            reasons.append(NO_CLEARING)
+        elif (trigger := clearing.get("trigger", 100_000)) > peer["context_tokens_max"]:
+            reasons.append(
+                f"`ClearToolUsesEdit` never fires: its trigger ({trigger:,} tokens) is above "
+                f"the largest context sent ({peer['context_tokens_max']:,.0f})"
+            )
+        else:
             reasons.append(CLEARS_EVERY_CALL)
         notes.append(
             f"`{name}` costs {peer['cost_usd'] / ours['cost_usd']:.2f}× `{reference}` "
@@ -106,7 +112,8 @@ def peer_notes(summaries: dict[str, dict[str, Any]], reference: str = "client") 
             f"{peer['call_prefix_breaks']:.0f} of {peer['agent_calls']:.0f} model calls "
             f"against {ours['call_prefix_breaks']:.0f}; probes kept "
             f"{_percent(peer['probes_kept'])} against {_percent(ours['probes_kept'])})"
-            + (": " + "; ".join(reasons) if reasons else "")
+            + ": "
+            + "; ".join(reasons)
             + "."
         )
     return notes
@@ -114,8 +121,17 @@ def peer_notes(summaries: dict[str, dict[str, Any]], reference: str = "client") 
 
 FOLDS_EVERY_CALL = (
     "`SummarizationMiddleware` checks its trigger before every model call, and what it "
-    "keeps after a fold (20 messages) is above its trigger (4,000 tokens), so it folds "
+    "keeps after a fold is still above its trigger, so it folds "
     "again at nearly every call, rewriting the summary at the top of the context"
+)
+FOLDS_RARELY = (
+    "`SummarizationMiddleware` folds rarely (its trigger far above what it keeps) and "
+    "sees all it folds, like `client`; but it counts characters / 4, not tokens, and keeps "
+    "every search result verbatim until a fold, where `client` clears them in between"
+)
+NO_CLEARING = (
+    "it runs without `ClearToolUsesEdit`, which recomputes what it clears on every request "
+    "and so moves the cached prefix with each new result once past its trigger"
 )
 CLEARS_EVERY_CALL = (
     "`ClearToolUsesEdit` recomputes what it clears on each request and stores nothing, so "

@@ -83,7 +83,7 @@ class CallRecord:
 @dataclass(frozen=True)
 class Search:
     query: str
-    sources: tuple[str, ...]
+    sources: tuple[str, ...]  # of the passages shown
     passages: frozenset[tuple[str, str]]  # (source, text): what a re-search would repeat
 
 
@@ -262,6 +262,7 @@ def _outcomes(
             outcome.tool_calls += [c["name"] for c in message.tool_calls or []]
         elif message.role == "tool" and message.tool_name == SEARCH_TOOL:
             passages = message.artifact or []
+            content = message.content or ""
             query = next(
                 (
                     str(c["args"].get("query", ""))
@@ -274,7 +275,11 @@ def _outcomes(
             outcome.searches.append(
                 Search(
                     query=query,
-                    sources=tuple(p["source"] for p in passages),
+                    # the pages the model was shown: a passage past the result's token
+                    # budget is in the artifact only
+                    sources=tuple(
+                        p["source"] for p in passages if f"(source: {p['source']})" in content
+                    ),
                     passages=frozenset((p["source"], p["text"]) for p in passages),
                 )
             )

@@ -48,11 +48,23 @@ class SummaryPolicy(BaseModel):
         return self
 
 
+class ResultPolicy(BaseModel):
+    """How much of a knowledge-base search the model is shown (the tool's own
+    `knowledge.result_token_budget` when left out)."""
+
+    first_tokens: int = Field(gt=0, description="the turn's first search result")
+    later_tokens: int = Field(gt=0, description="each further search result of the turn")
+    reference_seen: bool = Field(
+        True, description="name, not resend, passages an earlier result still shows in full"
+    )
+
+
 class MemoryProfile(BaseModel):
     description: str
     clearing: ClearingPolicy | None = None
     trim: TrimPolicy | None = None
     summary: SummaryPolicy | None = None
+    results: ResultPolicy | None = None
 
 
 # Clear every tool result but the last 3 in one step, once 4,000 tokens would come free.
