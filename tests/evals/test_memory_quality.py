@@ -36,6 +36,9 @@ TOPICS = [
     "How do I add an employee expense voucher?",
     "How do I lock an old period in the register?",
     "How do I attach a file to a transaction?",
+    "Where do I set the invoice counter prefix?",
+    "How do I record a vendor bill payment?",
+    "How do I depreciate an asset account?",
 ]
 TURNS: list[dict[str, Any]] = [
     {
