@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 
 
 # The memory middleware of a profile that is not a `MemoryProfile` (the evals' peers on
-# LangChain's own middleware): given the profile's name and the summary model.
-MemoryFactory = Callable[[str, BaseChatModel], list[AgentMiddleware[Any, Any, Any]]]
+# LangChain's own middleware), given the summary model.
+MemoryFactory = Callable[[BaseChatModel], list[AgentMiddleware[Any, Any, Any]]]
 
 
 def memory_middleware(
@@ -82,7 +82,7 @@ def agent_factory(
     @cache
     def agent_for_profile(profile: str) -> Runnable[Any, Any]:
         memory = (
-            other_memory[profile](profile, summarizer)
+            other_memory[profile](summarizer)
             if other_memory and profile in other_memory
             else memory_middleware(settings.profiles.definitions[profile], summarizer, recall)
         )

@@ -125,7 +125,7 @@ class StoredSummarization(AgentMiddleware[MemoryState, MemoryContext, Any]):
 
 
 def peer_memory(peer: LangChainPeer) -> MemoryFactory:
-    def build(profile: str, summary_model: BaseChatModel) -> list[AgentMiddleware[Any, Any, Any]]:
+    def build(summary_model: BaseChatModel) -> list[AgentMiddleware[Any, Any, Any]]:
         # LangChain tags its summary calls `lc_source`; ours are recorded by purpose.
         tagged = summary_model.model_copy(
             update={"metadata": {**(summary_model.metadata or {}), PURPOSE_KEY: "summary"}}
