@@ -136,7 +136,7 @@ def run(
     table = Table(*header, title=f"{result.scenario.name}: memory profiles")
     for cells in rows:
         table.add_row(*cells)
-    console.print(table, width=max(console.width, TABLE_WIDTH))
+    Console(width=max(console.width, TABLE_WIDTH)).print(table)
     for note in peer_notes(result.summaries):
         console.print(f"- {note}")
     console.print("wrote " + ", ".join(str(path) for path in result.files))
