@@ -12,7 +12,15 @@ PYTEST_ARGS ?=
 MANUALS ?= var/manuals
 DEBIAN_MANUALS := /usr/share/doc/gnucash-docs
 
-.PHONY: help run test lint install chromium eval-data clean
+# `make eval`: the dev tables, one per provider's cache rules (and prices), warm and with
+# gaps past the 5-minute TTL; each rules:agent-price:helper-price.
+EVAL_OUT ?= var/evals
+EVAL_PROFILES ?= baseline,client,langchain-docs,langchain-tuned,forget-all
+EVAL_RULES ?= gemini:gemini-3.1-pro:gemini-3-flash openai:gpt-5-mini:gpt-5-mini \
+  anthropic:claude-sonnet-4-6:claude-haiku-4-5
+EVAL_GAPS ?= 0 10
+
+.PHONY: help run test lint install chromium eval-data eval clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -66,6 +74,18 @@ $(MANUALS):
 	cp $(DEBIAN_MANUALS)/copyright $@.tmp/COPYRIGHT
 	mv $@.tmp $@
 	@echo "manuals in $@"
+
+eval: $(STAMP) $(MANUALS)  ## the dev tables (client session; Gemini, OpenAI, Anthropic rules; warm and 10-minute gaps) in $(EVAL_OUT)/dev-<rules>-<gap>/report.md
+	@for entry in $(EVAL_RULES); do \
+	  rules=$${entry%%:*}; prices=$${entry#*:}; \
+	  for gap in $(EVAL_GAPS); do \
+	    echo "== $$rules rules, $$gap minutes between turns"; \
+	    $(BIN)/supportbot eval run --scenario evals/scenarios/client_session_dev.yaml \
+	      --profiles $(EVAL_PROFILES) --provider-rules $$rules --price $${prices%%:*} \
+	      --helper-price $${prices#*:} --gap-minutes $$gap --kb $(MANUALS) \
+	      --cache-dir $(EVAL_OUT) --out $(EVAL_OUT)/dev-$$rules-$$gap || exit 1; \
+	  done; \
+	done
 
 clean:  ## remove the virtualenv and local data
 	rm -rf $(VENV) var

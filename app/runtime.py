@@ -2,6 +2,7 @@
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -10,6 +11,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -17,7 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.agent.expert import ask_expert_tool
 from app.agent.memory.cache_hints import ProviderCacheMiddleware
 from app.agent.memory.middleware import MemoryMiddleware
+from app.agent.memory.profiles import MemoryProfile
 from app.agent.memory.recall import recall_history_tool
+from app.agent.memory.results import ResultBudgetMiddleware
 from app.agent.memory.state import MemoryContext
 from app.agent.memory.summarizer import build_summary_model
 from app.agent.models import (
@@ -41,14 +45,30 @@ from knowledge.types import Retriever
 log = logging.getLogger(__name__)
 
 
+# The memory middleware of a profile that is not a `MemoryProfile` (the evals' peers on
+# LangChain's own middleware), given the summary model.
+MemoryFactory = Callable[[BaseChatModel], list[AgentMiddleware[Any, Any, Any]]]
+
+
+def memory_middleware(
+    profile: MemoryProfile, summarizer: BaseChatModel, recall: BaseTool
+) -> list[AgentMiddleware[Any, Any, Any]]:
+    memory: list[AgentMiddleware[Any, Any, Any]] = [MemoryMiddleware(profile, summarizer, recall)]
+    if profile.results is not None:
+        memory.append(ResultBudgetMiddleware(profile.results))
+    return memory
+
+
 def agent_factory(
     settings: Settings,
     model: BaseChatModel,
     retriever: Retriever,
     summary_model: BaseChatModel | None = None,
     expert_model: BaseChatModel | None = None,
+    other_memory: Mapping[str, MemoryFactory] | None = None,
 ) -> Any:
-    """One compiled agent per memory profile, built on first use."""
+    """One compiled agent per memory profile, built on first use; a profile named in
+    `other_memory` gets that middleware instead of `MemoryMiddleware`."""
     tools = [
         knowledge_search_tool(
             retriever, settings.knowledge.top_k, settings.knowledge.result_token_budget
@@ -76,7 +96,11 @@ def agent_factory(
 
     @cache
     def agent_for_profile(profile: str) -> Runnable[Any, Any]:
-        memory = MemoryMiddleware(settings.profiles.definitions[profile], summarizer, recall)
+        memory = (
+            other_memory[profile](summarizer)
+            if other_memory and profile in other_memory
+            else memory_middleware(settings.profiles.definitions[profile], summarizer, recall)
+        )
         # Listed outermost first. The step limit counts model-node runs, so retries and
         # fallbacks inside one step do not use up steps. Memory shapes the request once,
         # so every retry and the fallback send the same context. Fallback wraps retry wraps
@@ -85,7 +109,7 @@ def agent_factory(
         # fallback may be another provider). Tool retries wrap tool calls only.
         middleware: list[AgentMiddleware[Any, Any, Any]] = [
             step_limit,
-            memory,
+            *memory,
             *model_faults,
             ProviderCacheMiddleware(),
             *tool_retries,

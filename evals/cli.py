@@ -12,13 +12,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.agent.memory.profiles import default_profiles
 from app.observability.simulator import RULES
 from app.settings import get_settings
 from evals.answers import answer_figures, play_scenario, says_not_found
 from evals.harness import EvalConfig, chat_model, evaluate, open_knowledge
 from evals.metrics import TurnRow
-from evals.report import table_cells
+from evals.profiles import known_profiles
+from evals.report import peer_notes, table_cells
 from evals.scenario import load_scenario
 from knowledge.store import discover_files
 
@@ -26,7 +26,13 @@ app = typer.Typer(
     help="Evals: memory profiles and answers on recorded conversations.", no_args_is_help=True
 )
 console = Console()
-DEFAULT_PROFILES = "baseline,clearing,trim+clear,summary+clear,hybrid,client"
+TABLE_WIDTH = 230  # the profile table's 15 columns, unwrapped, also when piped to a file
+DEFAULT_PROFILES = ",".join(
+    [
+        *("baseline", "clearing", "trim+clear", "hybrid", "trim-naive", "client"),
+        *("langchain-docs", "langchain-tuned", "forget-all"),
+    ]
+)
 
 
 # Options both commands take: the manuals to mirror into the eval index, and where it lives.
@@ -86,9 +92,10 @@ def run(
     """Play SCENARIO once per profile through the real ChatService and write the report."""
     names = [name.strip() for name in profiles.split(",") if name.strip()]
     settings = get_settings()
-    unknown = [n for n in names if n not in settings.profiles.definitions]
+    known = known_profiles(settings)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        console.print(f"[red]unknown profiles {unknown}; defined: {', '.join(default_profiles())}")
+        console.print(f"[red]unknown profiles {unknown}; defined: {', '.join(known)}")
         raise typer.Exit(2)
     if provider_rules not in RULES:
         console.print(f"[red]unknown rules {provider_rules!r}: use one of {', '.join(RULES)}")
@@ -129,7 +136,9 @@ def run(
     table = Table(*header, title=f"{result.scenario.name}: memory profiles")
     for cells in rows:
         table.add_row(*cells)
-    console.print(table)
+    Console(width=max(console.width, TABLE_WIDTH)).print(table)
+    for note in peer_notes(result.summaries):
+        console.print(f"- {note}")
     console.print("wrote " + ", ".join(str(path) for path in result.files))
 
 

@@ -126,7 +126,9 @@ def evaluate(
             if judge is not None:
                 judge_rows(judge, run_rows, turns)
             rows += run_rows
-            runs.setdefault(profile, []).append(run_summary(run_rows, run.prefix_changes))
+            runs.setdefault(profile, []).append(
+                run_summary(run_rows, run.prefix_changes, run.call_prefix_breaks)
+            )
     summaries = {profile: profile_summary(found) for profile, found in runs.items()}
     add_baseline_ratios(summaries)
     result = EvalResult(scenario, summaries, rows, describe_setup(settings, config, scenario, rows))
@@ -191,10 +193,16 @@ def describe_setup(
         f"knowledge base: collection `{knowledge.collection}` ({config.kb or 'as configured'}), "
         f"embedder {knowledge.embedder}, {search} search, {knowledge.top_k} passages in at "
         f"most {knowledge.result_token_budget} tokens per search",
-        "lower bound: every prefix sent earlier in the run cached, new tokens at full price",
+        "lower bound: every prefix sent earlier in the run cached (no minimum, no TTL), "
+        "new tokens at full price; strict bound: every message (or system block) sent "
+        "earlier cached wherever it sits, so a profile's own prefix breaks cost nothing "
+        "there; prefix breaks: turns whose first request does not extend the previous "
+        "turn's last / agent requests that do not extend the one before them",
         "quality: gold-page hits of each turn's searches; constraint at probes: the "
         "constraint turn's statements in a user message or the system prompt/summary sent; "
-        "fact coverage: facts whose words mostly appear in the answer"
-        + (f", judged by `{config.judge}`" if config.judge else " (no judge)"),
+        "probes kept: facts stated earlier (a turn's `probes`) all of whose key terms "
+        "(content words and numbers) were in what the model was sent, tool results and "
+        "the current message left out; fact coverage: facts whose words mostly appear in "
+        "the answer" + (f", judged by `{config.judge}`" if config.judge else " (no judge)"),
         f"runs: {config.repeat} per profile, seed {config.seed}",
     ]

@@ -8,12 +8,13 @@ facts whose words mostly appear in the answer (word overlap, not a judgement; an
 judge can be added, see `evals.judge`).
 """
 
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from app.agent.memory.decisions import message_tokens
 from app.agent.memory.recall import RECALL_TOOL
@@ -28,6 +29,7 @@ from evals.scenario import Scenario
 # A statement or fact counts as present when this share of its content words is.
 MOSTLY = 0.6
 HELPER_PURPOSES = ("summary", "expert")
+_NUMBER = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -45,16 +47,16 @@ class Pricing:
             return price_for("offline", helper)
         return price_for(model, self.observability)
 
-    def cost(self, call: CallRecord, *, ideal: bool = False) -> float:
-        """USD of the call; `ideal`: had every earlier-sent prefix been cached, and only
-        the new tokens been billed at the full input price."""
+    def cost(self, call: CallRecord, *, served: int | None = None) -> float:
+        """USD of the call; with `served`, had that many of its input tokens been read
+        from the cache (no writes billed) and only the others at the full input price."""
         price = self.price(call.model)
         if price is None:
             return 0.0
         usage = TokenUsage(
             input_tokens=call.input_tokens,
-            cached_tokens=call.ideal_cached_tokens if ideal else call.cached_tokens,
-            cache_write_tokens=0 if ideal else call.cache_write_tokens,
+            cached_tokens=call.cached_tokens if served is None else served,
+            cache_write_tokens=call.cache_write_tokens if served is None else 0,
             output_tokens=call.output_tokens,
         )
         return cost_usd(usage, price)
@@ -70,6 +72,7 @@ class TurnRow:
     kind: str
     context_tokens: int
     llm_calls: int
+    agent_calls: int
     input_tokens: int
     cached_tokens: int
     output_tokens: int
@@ -80,6 +83,7 @@ class TurnRow:
     cost_expert_usd: float
     cost_usd: float
     lower_bound_cost_usd: float
+    strict_bound_cost_usd: float
     cumulative_cost_usd: float
     summary_calls: int
     tool_calls: int
@@ -91,6 +95,9 @@ class TurnRow:
     gold_hit: bool | None  # None: the turn has no gold pages
     constraint_coverage: float | None  # None: not a probe turn
     constraint_kept: bool | None
+    probes: int  # facts stated earlier that this turn needs
+    probes_kept: int  # ... that were in what the model was sent
+    probes_missed: list[str]
     fact_coverage: float | None
     answer: str
     judged_fact_coverage: float | None = None  # with --judge
@@ -99,6 +106,33 @@ class TurnRow:
 def share_present(wanted: str, text_words: set[str]) -> float:
     words = content_words(wanted)
     return sum(w in text_words for w in words) / len(words) if words else 1.0
+
+
+def key_terms(text: str) -> set[str]:
+    """The words a fact hinges on: content words and numbers, lowercase, plural `s` off,
+    so `19% and 7% VAT` is {19, 7, vat} and survives `Mark: VAT rates 19 % / 7 %`."""
+    words = {_singular(w) for w in content_words(text)}
+    return words | {number for number in _NUMBER.findall(text)}
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def probe_kept(fact: str, sent_terms: set[str]) -> bool:
+    """A fact counts as sent when all its key terms were."""
+    return key_terms(fact) <= sent_terms
+
+
+def sent_memory_text(request: Sequence[BaseMessage]) -> str:
+    """Everything the model was sent at the turn's start but the current message and tool
+    results: the system prompt with any summary, earlier user messages, answers."""
+    last_user = max((i for i, m in enumerate(request) if isinstance(m, HumanMessage)), default=-1)
+    return "\n".join(
+        message_text(m)
+        for i, m in enumerate(request)
+        if i != last_user and isinstance(m, SystemMessage | HumanMessage | AIMessage)
+    )
 
 
 def remembered_text(request: Sequence[BaseMessage]) -> str:
@@ -130,6 +164,8 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
             remembered = set(content_words(remembered_text(outcome.first_request)))
             statements = chats[outcome.chat].constraint_statements(turn)
             constraint = min((share_present(s, remembered) for s in statements), default=None)
+        sent_terms = key_terms(sent_memory_text(outcome.first_request)) if turn.probes else set()
+        missed = [fact for fact in turn.probes if not probe_kept(fact, sent_terms)]
         answer_words = set(content_words(outcome.answer))
         input_tokens = sum(c.input_tokens for c in outcome.calls)
         cached_tokens = sum(c.cached_tokens for c in outcome.calls)
@@ -143,6 +179,7 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
                 kind=turn.kind,
                 context_tokens=sum(message_tokens(m) for m in outcome.first_request),
                 llm_calls=len(outcome.calls),
+                agent_calls=sum(1 for c in outcome.calls if c.purpose == "agent"),
                 input_tokens=input_tokens,
                 cached_tokens=cached_tokens,
                 output_tokens=sum(c.output_tokens for c in outcome.calls),
@@ -152,7 +189,12 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
                 cost_summary_usd=costs["summary"],
                 cost_expert_usd=costs["expert"],
                 cost_usd=cost,
-                lower_bound_cost_usd=sum(pricing.cost(c, ideal=True) for c in outcome.calls),
+                lower_bound_cost_usd=sum(
+                    pricing.cost(c, served=c.ideal_cached_tokens) for c in outcome.calls
+                ),
+                strict_bound_cost_usd=sum(
+                    pricing.cost(c, served=c.strict_cached_tokens) for c in outcome.calls
+                ),
                 cumulative_cost_usd=cumulative,
                 summary_calls=sum(1 for c in outcome.calls if c.purpose == "summary"),
                 tool_calls=len(outcome.tool_calls),
@@ -168,6 +210,9 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
                 ),
                 constraint_coverage=constraint,
                 constraint_kept=None if constraint is None else constraint >= MOSTLY,
+                probes=len(turn.probes),
+                probes_kept=len(turn.probes) - len(missed),
+                probes_missed=missed,
                 fact_coverage=(
                     sum(share_present(f, answer_words) >= MOSTLY for f in turn.facts)
                     / len(turn.facts)
@@ -195,12 +240,16 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return statistics.fmean(known) if known else None
 
 
-def run_summary(rows: Sequence[TurnRow], prefix_changes: int) -> dict[str, Any]:
+def run_summary(
+    rows: Sequence[TurnRow], prefix_changes: int, call_prefix_breaks: int
+) -> dict[str, Any]:
     """The figures of one profile run."""
     input_tokens = sum(r.input_tokens for r in rows)
     cached_tokens = sum(r.cached_tokens for r in rows)
     cost = sum(r.cost_usd for r in rows)
     lower_bound = sum(r.lower_bound_cost_usd for r in rows)
+    strict_bound = sum(r.strict_bound_cost_usd for r in rows)
+    probes = sum(r.probes for r in rows)
     return {
         "turns": len(rows),
         "context_tokens_last": rows[-1].context_tokens,
@@ -216,6 +265,8 @@ def run_summary(rows: Sequence[TurnRow], prefix_changes: int) -> dict[str, Any]:
         "cost_expert_usd": sum(r.cost_expert_usd for r in rows),
         "lower_bound_cost_usd": lower_bound,
         "cost_vs_lower_bound": cost / lower_bound if lower_bound else None,
+        "strict_bound_cost_usd": strict_bound,
+        "cost_vs_strict_bound": cost / strict_bound if strict_bound else None,
         "summary_calls": sum(r.summary_calls for r in rows),
         "tool_calls": sum(r.tool_calls for r in rows),
         "searches": sum(r.searches for r in rows),
@@ -226,9 +277,13 @@ def run_summary(rows: Sequence[TurnRow], prefix_changes: int) -> dict[str, Any]:
         "gold_hit_rate": _share([r.gold_hit for r in rows]),
         "constraint_kept": _share([r.constraint_kept for r in rows]),
         "constraint_coverage": _mean([r.constraint_coverage for r in rows]),
+        "probes": probes,
+        "probes_kept": sum(r.probes_kept for r in rows) / probes if probes else None,
         "fact_coverage": _mean([r.fact_coverage for r in rows]),
         "judged_fact_coverage": _mean([r.judged_fact_coverage for r in rows]),
         "prefix_changes": prefix_changes,
+        "call_prefix_breaks": call_prefix_breaks,
+        "agent_calls": sum(r.agent_calls for r in rows),
         "cache_source": "provider"
         if any(r.cache_source == "provider" for r in rows)
         else ("simulated"),

@@ -11,6 +11,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 from evals.metrics import TurnRow, row_dicts
+from evals.profiles import peer_profiles
 
 PLOTS = {
     "context_tokens.png": ("context_tokens", "context tokens sent at the turn's start"),
@@ -42,14 +43,15 @@ def table_cells(summaries: dict[str, dict[str, Any]]) -> tuple[list[str], list[l
         cached,
         "cost",
         "agent / summary / expert",
-        "× lower bound",
         "× baseline",
-        "tool calls (searches)",
-        "re-searches (on return turns)",
+        "× lower bound",
+        "× strict bound",
+        "prefix breaks: turns / calls",
+        "tool calls (searches, re-searches)",
         "gold-page hits",
         "constraint at probes",
+        "probes kept",
         "fact coverage",
-        "prefix changes",
     ]
     rows = []
     for name, s in summaries.items():
@@ -57,6 +59,7 @@ def table_cells(summaries: dict[str, dict[str, Any]]) -> tuple[list[str], list[l
         if s["repeats"] > 1:
             cost += f" (${s['cost_usd_min']:.3f}–{s['cost_usd_max']:.3f})"
         judged = s["judged_fact_coverage"]
+        probes = "—" if s["probes_kept"] is None else f"{s['probes_kept']:.0%} of {s['probes']:.0f}"
         rows.append(
             [
                 name,
@@ -66,18 +69,76 @@ def table_cells(summaries: dict[str, dict[str, Any]]) -> tuple[list[str], list[l
                 cost,
                 f"${s['cost_agent_usd']:.3f} / {s['cost_summary_usd']:.3f} / "
                 f"{s['cost_expert_usd']:.3f}",
-                _ratio(s["cost_vs_lower_bound"]),
                 _ratio(s.get("cost_vs_baseline")),
-                f"{s['tool_calls']:.0f} ({s['searches']:.0f})",
-                f"{s['re_searches']:.0f} ({s['return_re_searches']:.0f})",
+                _ratio(s["cost_vs_lower_bound"]),
+                _ratio(s["cost_vs_strict_bound"]),
+                f"{s['prefix_changes']:.0f} / {s['call_prefix_breaks']:.0f} of "
+                f"{s['agent_calls']:.0f}",
+                f"{s['tool_calls']:.0f} ({s['searches']:.0f}, {s['re_searches']:.0f})",
                 _percent(s["gold_hit_rate"]),
                 _percent(s["constraint_kept"]),
+                probes,
                 _percent(s["fact_coverage"])
                 + (f" (judged {_percent(judged)})" if judged is not None else ""),
-                f"{s['prefix_changes']:.0f}",
             ]
         )
     return header, rows
+
+
+def peer_notes(summaries: dict[str, dict[str, Any]], reference: str = "client") -> list[str]:
+    """One sentence per LangChain peer next to `reference`: what it costs and why."""
+    ours = summaries.get(reference)
+    if ours is None:
+        return []
+    notes = []
+    for name in (n for n in summaries if n in peer_profiles()):
+        peer = summaries[name]
+        reasons = [FOLDS_EVERY_CALL] if peer["summary_calls"] >= peer["turns"] else [FOLDS_RARELY]
+        clearing = peer_profiles()[name].clear_tool_uses
+        if clearing is None:
+            reasons.append(NO_CLEARING)
+        elif (trigger := clearing.get("trigger", 100_000)) > peer["context_tokens_max"]:
+            reasons.append(
+                f"`ClearToolUsesEdit` never fires: its trigger ({trigger:,} tokens) is above "
+                f"the largest context sent ({peer['context_tokens_max']:,.0f})"
+            )
+        else:
+            reasons.append(CLEARS_EVERY_CALL)
+        notes.append(
+            f"`{name}` costs {peer['cost_usd'] / ours['cost_usd']:.2f}× `{reference}` "
+            f"({_percent(peer['cached_share'])} cached against "
+            f"{_percent(ours['cached_share'])}, {peer['summary_calls']:.0f} summary calls "
+            f"against {ours['summary_calls']:.0f}, prefix broken at "
+            f"{peer['call_prefix_breaks']:.0f} of {peer['agent_calls']:.0f} model calls "
+            f"against {ours['call_prefix_breaks']:.0f}; probes kept "
+            f"{_percent(peer['probes_kept'])} against {_percent(ours['probes_kept'])})"
+            + ": "
+            + "; ".join(reasons)
+            + "."
+        )
+    return notes
+
+
+FOLDS_EVERY_CALL = (
+    "`SummarizationMiddleware` checks its trigger before every model call, and what it "
+    "keeps after a fold is still above its trigger, so it folds "
+    "again at nearly every call, rewriting the summary at the top of the context"
+)
+FOLDS_RARELY = (
+    "`SummarizationMiddleware` folds rarely (its trigger far above what it keeps) and "
+    "sees all it folds, like `client`; but it counts characters / 4, not tokens, and keeps "
+    "every search result verbatim until a fold, where `client` clears them in between"
+)
+NO_CLEARING = (
+    "it runs without `ClearToolUsesEdit`, which recomputes what it clears on every request "
+    "and so moves the cached prefix with each new result once past its trigger"
+)
+CLEARS_EVERY_CALL = (
+    "`ClearToolUsesEdit` recomputes what it clears on each request and stores nothing, so "
+    "every new result moves the cleared boundary, and the cached prefix with it; its "
+    "`clear_at_least` means stop clearing once that many tokens are freed, where ours "
+    "means clear only if that many would be, in one persisted step"
+)
 
 
 def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
@@ -98,7 +159,10 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     report = out / "report.md"
     notes = "\n".join(f"- {line}" for line in setup)
-    report.write_text(f"# {title}\n\n{notes}\n\n{markdown_table(summaries)}\n", encoding="utf-8")
+    peers = "".join(f"\n- {note}" for note in peer_notes(summaries))
+    report.write_text(
+        f"# {title}\n\n{notes}\n\n{markdown_table(summaries)}\n{peers}\n", encoding="utf-8"
+    )
     summary_json = out / "summary.json"
     summary_json.write_text(json.dumps(summaries, indent=2), encoding="utf-8")
     turns_json = out / "turns.json"

@@ -6,6 +6,7 @@ runs are independent and repeatable. What the run observed (requests, calls, too
 is returned raw; `evals.metrics` turns it into numbers.
 """
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,10 +15,16 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
-from app.agent.memory.prefix import RequestRecorder, prefix_changes
+from app.agent.memory.decisions import message_tokens
+from app.agent.memory.prefix import (
+    RequestRecorder,
+    call_prefix_breaks,
+    message_key,
+    prefix_changes,
+)
 from app.agent.offline import SEARCH_TOOL
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
@@ -28,6 +35,9 @@ from app.db.models import LLMCall, Message
 from app.observability.simulator import RULES, CacheRules, PrefixCacheSimulator, request_tokens
 from app.runtime import agent_factory
 from app.settings import DbSettings, Settings
+from app.tokens import count_tokens
+from evals.peers import peer_memory_factories
+from evals.profiles import with_comparison_profiles
 from evals.scenario import Chat, Scenario, ScenarioTurn
 from knowledge.types import Retriever
 
@@ -66,13 +76,14 @@ class CallRecord:
     cache_write_tokens: int
     output_tokens: int
     cache_source: str
-    ideal_cached_tokens: int
+    ideal_cached_tokens: int  # had every prefix sent before been cached
+    strict_cached_tokens: int = 0  # had every message (block) sent before been cached
 
 
 @dataclass(frozen=True)
 class Search:
     query: str
-    sources: tuple[str, ...]
+    sources: tuple[str, ...]  # of the passages shown
     passages: frozenset[tuple[str, str]]  # (source, text): what a re-search would repeat
 
 
@@ -94,16 +105,31 @@ class ProfileRun:
     repeat: int
     turns: list[TurnOutcome]
     prefix_changes: int  # turns whose first request does not extend the previous turn's
+    call_prefix_breaks: int = 0  # agent requests that do not extend the one before them
+
+
+def pieces(message: BaseMessage) -> list[tuple[str, int]]:
+    """What of a message a strict cache could serve again on its own: each content block
+    of a message made of blocks (the prompt and the summary), else the whole message."""
+    if isinstance(message.content, list) and not isinstance(message, AIMessage | ToolMessage):
+        return [
+            (f"{message.type}:{json.dumps(block, sort_keys=True)}", count_tokens(str(block)))
+            for block in message.content
+        ]
+    return [(json.dumps(message_key(message)), message_tokens(message))]
 
 
 class EvalRecorder(RequestRecorder):
     """The agent's requests per turn (RequestRecorder) and, for every LLM call in order,
-    how many of its tokens an earlier request of this run had already sent."""
+    the share of its tokens an earlier request of this run had already sent: as a prefix
+    (`ideal_shares`) and anywhere (`strict_shares`)."""
 
-    def __init__(self, ideal: PrefixCacheSimulator) -> None:
+    def __init__(self, ideal: PrefixCacheSimulator, sent: set[str]) -> None:
         super().__init__()
         self._ideal = ideal
+        self._sent = sent
         self.ideal_shares: list[float] = []
+        self.strict_shares: list[float] = []
 
     def on_chat_model_start(
         self,
@@ -117,6 +143,11 @@ class EvalRecorder(RequestRecorder):
         tokens = request_tokens(messages[0], (invocation_params or {}).get("tools"))
         seen = self._ideal.observe(tokens, 0.0).cached_tokens
         self.ideal_shares.append(seen / len(tokens) if tokens else 0.0)
+        parts = [piece for message in messages[0] for piece in pieces(message)]
+        total = sum(size for _, size in parts)
+        again = sum(size for key, size in parts if key in self._sent)
+        self._sent.update(key for key, _ in parts)
+        self.strict_shares.append(again / total if total else 0.0)
 
 
 def with_profile(settings: Settings, profile: str) -> Settings:
@@ -148,9 +179,10 @@ async def run_profile(
     on_turn: Callable[[], None] | None = None,
 ) -> ProfileRun:
     """One fresh run of the scenario under `profile`; `on_turn` is called after each turn."""
-    settings = with_profile(settings, profile)
-    agents = agent_factory(settings, model, retriever)
+    settings = with_profile(with_comparison_profiles(settings), profile)
+    agents = agent_factory(settings, model, retriever, other_memory=peer_memory_factories())
     ideal = PrefixCacheSimulator(IDEAL_CACHE)  # one provider account: shared across chats
+    sent: set[str] = set()
     recorders: list[EvalRecorder] = []
 
     def recorded(name: str) -> Runnable[Any, Any]:
@@ -158,7 +190,7 @@ async def run_profile(
 
     clock = EvalClock()
     outcomes: list[TurnOutcome] = []
-    changed_prefixes = 0
+    changed_prefixes = call_breaks = 0
     with scratch_database() as url:
         db = DbSettings(url=url)
         engine = make_async_engine(db)
@@ -172,7 +204,7 @@ async def run_profile(
         )
         try:
             for chat in scenario.chats:
-                recorders.append(EvalRecorder(ideal))  # turn numbers restart in each chat
+                recorders.append(EvalRecorder(ideal, sent))  # turn numbers restart in each chat
                 key = f"eval:{profile}:{chat.id}"
                 answers = []
                 for turn in chat.turns:
@@ -188,9 +220,10 @@ async def run_profile(
                     calls = await queries.llm_calls(session, conversation)
                 outcomes += _outcomes(chat, len(outcomes), answers, recorders[-1], messages, calls)
                 changed_prefixes += len(prefix_changes(recorders[-1].turns))
+                call_breaks += call_prefix_breaks(recorders[-1].turns)
         finally:
             await engine.dispose()
-    return ProfileRun(profile, repeat, outcomes, changed_prefixes)
+    return ProfileRun(profile, repeat, outcomes, changed_prefixes, call_breaks)
 
 
 def _outcomes(
@@ -208,7 +241,8 @@ def _outcomes(
             zip(chat.turns, answers, recorder.turns, strict=True), start=1
         )
     ]
-    for call, ideal_share in zip(calls, recorder.ideal_shares, strict=True):
+    shares = zip(recorder.ideal_shares, recorder.strict_shares, strict=True)
+    for call, (ideal_share, strict_share) in zip(calls, shares, strict=True):
         outcomes[call.turn - 1].calls.append(
             CallRecord(
                 purpose=call.purpose,
@@ -219,6 +253,7 @@ def _outcomes(
                 output_tokens=call.output_tokens,
                 cache_source=call.cache_source,
                 ideal_cached_tokens=round(call.input_tokens * ideal_share),
+                strict_cached_tokens=round(call.input_tokens * max(strict_share, ideal_share)),
             )
         )
     for message in messages:
@@ -227,6 +262,7 @@ def _outcomes(
             outcome.tool_calls += [c["name"] for c in message.tool_calls or []]
         elif message.role == "tool" and message.tool_name == SEARCH_TOOL:
             passages = message.artifact or []
+            content = message.content or ""
             query = next(
                 (
                     str(c["args"].get("query", ""))
@@ -239,7 +275,11 @@ def _outcomes(
             outcome.searches.append(
                 Search(
                     query=query,
-                    sources=tuple(p["source"] for p in passages),
+                    # the pages the model was shown: a passage past the result's token
+                    # budget is in the artifact only
+                    sources=tuple(
+                        p["source"] for p in passages if f"(source: {p['source']})" in content
+                    ),
                     passages=frozenset((p["source"], p["text"]) for p in passages),
                 )
             )

@@ -4,8 +4,10 @@ Two YAML layouts: one conversation (`turns:`, like client_session_dev.yaml) or s
 short ones (`chats:` each with `id` and `turns`, like staff_chats_dev.yaml). A turn has
 `id`, `user`, `text`, `kind` (smalltalk, constraint, question, followup, return, probe,
 needs_web), `gold` pages relative to the knowledge-base folder, `facts` a correct answer
-contains, optionally `refers_to` (an earlier turn's id) and `gap_minutes` (time since
-the previous turn, for prompt-cache expiry).
+contains, optionally `refers_to` (an earlier turn's id), `gap_minutes` (time since
+the previous turn, for prompt-cache expiry) and `probes`: facts users stated in earlier
+turns that a good answer to this one needs (`19% and 7% VAT`, `invoice 412`), checked
+against what the model was sent (`evals.metrics.probe_kept`).
 """
 
 import re
@@ -28,6 +30,7 @@ class ScenarioTurn:
     facts: tuple[str, ...] = ()
     refers_to: str | None = None
     gap_minutes: float | None = None
+    probes: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> "ScenarioTurn":
@@ -42,6 +45,7 @@ class ScenarioTurn:
             facts=tuple(raw.get("facts") or ()),
             refers_to=None if refers_to is None else str(refers_to),
             gap_minutes=None if gap is None else float(gap),
+            probes=tuple(str(fact) for fact in raw.get("probes") or ()),
         )
 
 

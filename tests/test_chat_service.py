@@ -49,6 +49,8 @@ def service(
     model: CapturingChatModel,
     retriever: KeywordRetriever,
 ) -> ChatService:
+    # The tool's results as sent: the client profile's result policy is tests/memory's.
+    settings.profiles.definitions["client"].results = None
     return ChatService(
         settings, TurnStore(pg_connection), agent_factory(settings, model, retriever)
     )

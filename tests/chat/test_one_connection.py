@@ -80,7 +80,10 @@ async def test_recall_reads_through_the_turns_own_connection(
     """One connection in the pool and one turn slot: were the recall tool to open a second
     connection, it would wait for the pool and the turn would fail; its two calls in one
     step take turns on the connection."""
-    clearing = {"clearing": {"trigger_tokens": 0, "keep": 0, "clear_at_least": 0}}
+    clearing = {
+        "description": "clear every result",
+        "clearing": {"trigger_tokens": 0, "keep": 0, "clear_at_least": 0},
+    }
     settings.profiles = ProfilesSettings(
         by_audience={"client": "clearing", "staff": "clearing"},
         definitions={"clearing": clearing},

@@ -1,4 +1,4 @@
-"""Every profile over the 40-turn client session, through ChatService on PostgreSQL, with a
+"""Every profile over the 42-turn client session, through ChatService on PostgreSQL, with a
 capturing model: what was sent each turn, prefix stability, pairs, facts, recall."""
 
 from typing import Any
@@ -20,13 +20,14 @@ from app.db import queries
 from app.db.models import LLMCall, Summary
 from app.runtime import agent_factory
 from app.settings import ProfilesSettings, Settings
+from evals.profiles import comparison_profiles
 from knowledge.types import Passage
 from tests.fakes import CapturingChatModel, KeywordRetriever
 from tests.memory.conftest import CONSTRAINT, SHORT_ANSWERS, session_turns
 
 KEY = "telegram:-100"
-KEEPS_EVERYTHING_SAID = ("baseline", "clearing", "summary+clear", "hybrid", "client")
-TRIMS = ("trim+clear", "trim-naive", "staff")
+KEEPS_EVERYTHING_SAID = ("baseline", "clearing", "hybrid", "client")
+TRIMS = ("trim+clear", "trim-naive", "staff", "forget-all")
 
 
 class RecallingModel(CapturingChatModel):
@@ -51,9 +52,11 @@ def service_for(
     passages: list[Passage],
     **profile_overrides: Any,
 ) -> ChatService:
+    definitions = {name: p.model_dump() for name, p in comparison_profiles().items()}
+    if profile_overrides:
+        definitions[profile] = {**definitions.get(profile, {}), **profile_overrides}
     profiles = ProfilesSettings(
-        by_audience={"client": profile, "staff": profile},
-        definitions={profile: profile_overrides} if profile_overrides else {},
+        by_audience={"client": profile, "staff": profile}, definitions=definitions
     )
     settings = settings.model_copy(update={"profiles": profiles})
     agents = agent_factory(settings, model, KeywordRetriever(passages))
@@ -139,17 +142,19 @@ async def test_forty_turns_under_each_profile(
     changed = changed_turns([TurnRequests(n, requests) for n, requests in enumerate(turns)])
     if profile == "baseline":
         assert changed == []
-        searched = sum(t["kind"] != "smalltalk" for t in session_turns()[:39])  # greetings don't
-        assert len(last) == 1 + 40 + 39 + 2 * searched  # system, questions, answers, searches
-    elif profile == "trim-naive":  # per-turn trimming: once full, nearly every turn rewrites
-        # the prefix (a short greeting may fit without a trim)
-        assert changed[0] < 10 and len(changed) >= 0.9 * (40 - changed[0])
+        earlier = session_turns()[:-1]
+        searched = sum(t["kind"] != "smalltalk" for t in earlier)  # greetings don't search
+        # system, questions (the last one too), answers, searches
+        assert len(last) == 1 + len(earlier) + 1 + len(earlier) + 2 * searched
+    elif profile in ("trim-naive", "forget-all"):  # per-turn trimming: once full, nearly
+        # every turn rewrites the prefix (a short greeting may fit without a trim)
+        assert changed[0] < 10 and len(changed) >= 0.9 * (len(turns) - changed[0])
     else:  # batched decisions: the prefix holds for several turns between two of them
-        assert 0 < len(changed) <= 40 // 4
+        assert 0 < len(changed) <= len(turns) // 4
     async with pg_sessions() as session:
         summaries = list(await session.scalars(select(Summary).order_by(Summary.id)))
         purposes = list(await session.scalars(select(LLMCall.purpose)))
-    assert (purposes.count("summary") > 0) == (profile in ("summary+clear", "hybrid", "client"))
+    assert (purposes.count("summary") > 0) == (profile in ("hybrid", "client"))
     assert len(summaries) == purposes.count("summary")
 
 
@@ -170,7 +175,7 @@ async def test_cache_aware_profiles_change_the_prefix_far_less_than_naive_trimmi
                 TurnRequest("telegram", f"{KEY}:{profile}", "client", turn["user"], turn["text"])
             )
             turns.append([call.messages for call in model.calls[first_call:]])
-        assert len(turns) == 40
+        assert len(turns) == len(session_turns())
         changes[profile] = prefix_changes(turns)
     # Both do change the prefix (their decisions fire), at most a third as often.
     assert 0 < changes["staff"] * 3 <= changes["trim-naive"]

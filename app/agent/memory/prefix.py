@@ -58,6 +58,13 @@ def prefix_changes(turns: Sequence[TurnRequests]) -> list[int]:
     ]
 
 
+def call_prefix_breaks(turns: Sequence[TurnRequests]) -> int:
+    """The requests, within a turn or at its start, that do not extend the request before
+    them: where the provider's cache breaks, whatever decided it."""
+    requests = [request for turn in turns for request in turn.requests]
+    return sum(1 for previous, current in pairwise(requests) if not extends(previous, current))
+
+
 class RequestRecorder(BaseCallbackHandler):
     """Keeps every agent (not summary) model request, grouped by the turn in run metadata."""
 

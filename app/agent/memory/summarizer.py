@@ -6,6 +6,7 @@ configured, `ExtractiveSummaryModel` does this deterministically: it copies the 
 in which users state facts and constraints, and indexes the questions asked.
 """
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -161,32 +162,67 @@ def extractive_summary(previous: str, rendered: str) -> str:
         )
         if author not in parts.participants:
             parts.participants.append(author)
-        questions = []
+        asked = []  # the questions, with the sentences that set them up (what went wrong)
         for sentence in _SENTENCE.split(said):
-            if sentence.endswith("?"):
-                questions.append(sentence)
-            elif _DECISION.search(sentence):
+            if _DECISION.search(sentence) and not sentence.endswith("?"):
                 parts.add("Decisions", f"{author}: {_shorten(sentence)} (#{recall_id})")
-            elif _FACT.search(sentence):
+            elif _FACT.search(sentence) and not sentence.endswith("?"):
                 parts.add(SECTIONS[0], f"{author}: {_shorten(sentence)} (#{recall_id})")
-        if questions:
-            open_question = f"{author}: {_shorten(' '.join(questions))} (#{recall_id})"
+            else:
+                asked.append(sentence)
+        if any(sentence.endswith("?") for sentence in asked):
+            open_question = f"{author}: {_shorten(' '.join(asked))} (#{recall_id})"
             parts.add("Topics", open_question)
     if open_question:  # asked, never answered in what was folded
         parts.add("Open questions", open_question)
     return parts.render()
 
 
+# LangChain's SummarizationMiddleware: its prompt lists the messages as XML
+# (`get_buffer_string(format="xml")`), an earlier summary as a human message with this start.
+LANGCHAIN_SUMMARY_START = "Here is a summary of the conversation to date:"
+_XML_MESSAGE = re.compile(r'<message type="(?P<type>\w+)">(?P<body>.*?)</message>', re.DOTALL)
+_XML_CONTENT = re.compile(r"<content>(?P<text>.*?)</content>", re.DOTALL)
+_XML_TOOL_CALL = re.compile(
+    r'<tool_call id="[^"]*" name="(?P<name>[^"]*)">(?P<args>.*?)</tool_call>'
+)
+
+
+def _from_langchain_prompt(request: str) -> tuple[str, str]:
+    """The previous summary and the folded messages of a LangChain summary prompt, in the
+    form `extractive_summary` reads (positions stand in for recall ids)."""
+    previous, lines = "", []
+    for number, match in enumerate(_XML_MESSAGE.finditer(request), start=1):
+        kind, body = match["type"], match["body"]
+        calls = [f"{c['name']}({html.unescape(c['args'])})" for c in _XML_TOOL_CALL.finditer(body)]
+        content = _XML_CONTENT.search(body)
+        text = html.unescape(content["text"] if content else body if not calls else "")
+        if kind == "human" and text.startswith(LANGCHAIN_SUMMARY_START):
+            previous = text[len(LANGCHAIN_SUMMARY_START) :].strip()
+            continue
+        role = {"human": "user", "ai": "assistant", "tool": "tool"}.get(kind)
+        if role is None:
+            continue
+        if role == "assistant" and not text.strip():
+            text = f"(calls {', '.join(calls)})"
+        lines.append(f"[#{number} {role}] {' '.join(text.split())}")
+    return previous, "\n".join(lines)
+
+
 class ExtractiveSummaryModel(OfflineChatModel):
     """The offline summary model: the offline chat model's plumbing (usage, streaming),
-    answering a `summary_request` with `extractive_summary`."""
+    answering a `summary_request` (or LangChain's summary prompt, for the evals' peers)
+    with `extractive_summary`."""
 
     model_name: str = "offline-summary"
 
     def _reply(self, messages: list[BaseMessage], tool_names: set[str]) -> AIMessage:
         request = message_text(messages[-1])
-        previous = _between(request, "previous_summary")
-        rendered = _between(request, "new_messages")
+        if "<previous_summary>" in request:
+            previous = _between(request, "previous_summary")
+            rendered = _between(request, "new_messages")
+        else:
+            previous, rendered = _from_langchain_prompt(request)
         return AIMessage(content=extractive_summary(previous, rendered))
 
 
