@@ -52,3 +52,14 @@ def test_openai_gets_one_cache_key_per_conversation_and_others_nothing() -> None
     assert hinted.model_settings == {"prompt_cache_key": "supportbot-conversation-42"}
     plain = request("supportbot-offline")
     assert with_cache_hints(plain) is plain
+
+
+def test_the_offline_model_gets_the_hints_of_the_provider_it_is_simulated_as() -> None:
+    offline = request("supportbot-offline")
+    anthropic = with_cache_hints(offline, simulated_provider="anthropic")
+    assert anthropic.system_message is not None
+    assert anthropic.system_message.content[0]["cache_control"] == EPHEMERAL  # type: ignore[index]
+    assert anthropic.messages[-1].content[0]["cache_control"] == EPHEMERAL  # type: ignore[index]
+    openai = with_cache_hints(offline, simulated_provider="openai")
+    assert openai.model_settings == {"prompt_cache_key": "supportbot-conversation-42"}
+    assert with_cache_hints(offline, simulated_provider="gemini") is offline
