@@ -36,6 +36,24 @@ def _marked_blocks(message: BaseMessage, every_block: bool) -> list[str | dict[s
     ]
 
 
+def without_cache_hints(content: str | list[str | dict[str, Any]]) -> str | list[Any]:
+    """Content as the provider caches it: without breakpoint marks, and a lone text block
+    as its text (what the hints turn a string into), so hinted and plain requests compare
+    equal where the provider sees the same prefix."""
+    if isinstance(content, str):
+        return content
+    blocks = [
+        {key: value for key, value in block.items() if key != "cache_control"}
+        if isinstance(block, dict)
+        else block
+        for block in content
+    ]
+    match blocks:
+        case [{"type": "text", "text": str(text), **rest}] if not rest:
+            return text
+    return blocks
+
+
 def with_cache_hints(
     request: ModelRequest[MemoryContext], simulated_provider: str | None = None
 ) -> ModelRequest[MemoryContext]:
