@@ -175,6 +175,9 @@ class ObservabilitySettings(BaseModel):
         output: float
         source: str
         as_of: str
+        # The prefix-cache simulator's rules for this model's own provider: an offline
+        # model priced as this one under those rules pays these cache prices as they are.
+        cache_rules: Literal["openai", "anthropic", "gemini", "block16"] | None = None
 
     prices: dict[str, Price] = Field(
         default_factory=lambda: dict(packaged_prices()),

@@ -19,7 +19,10 @@ _PER_TOKEN = 1e-6  # prices are per 1M tokens
 
 
 def price_under_rules(price: Price, rules: CacheRules) -> Price:
-    """`price` with its cache reads and writes billed as `rules` bill them."""
+    """`price` with its cache reads and writes billed as `rules` bill them; under its own
+    provider's rules, the price as the table has it (gpt-4.1-mini reads at 0.25x, not 0.1x)."""
+    if price.cache_rules == rules.name:
+        return price
     return price.model_copy(
         update={
             "cached_input": price.input * rules.read_multiplier,

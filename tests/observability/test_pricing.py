@@ -133,3 +133,15 @@ def test_the_offline_summary_and_expert_models_are_priced_as_the_helper_model(
     assert "priced as gpt-5-mini" in price.source
     agent = price_for(OfflineChatModel().model_name, settings)
     assert agent is not None and agent.input == 2.0  # the agent model: gemini-3.1-pro
+
+
+def test_under_its_own_providers_rules_a_model_keeps_its_own_cache_prices() -> None:
+    own = ObservabilitySettings(offline_priced_as="gpt-4.1-mini", simulator_rules="openai")
+    other = ObservabilitySettings(offline_priced_as="gpt-4.1-mini", simulator_rules="anthropic")
+
+    under_openai, under_anthropic = price_for("offline", own), price_for("offline", other)
+
+    assert under_openai is not None and under_anthropic is not None
+    assert under_openai.cached_input == pytest.approx(0.1)  # OpenAI bills gpt-4.1-mini at 0.25x
+    assert under_anthropic.cached_input == pytest.approx(0.04)  # Anthropic's 0.1x
+    assert under_anthropic.cache_write == pytest.approx(0.5)  # and its 1.25x writes
