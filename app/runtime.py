@@ -111,7 +111,7 @@ def agent_factory(
             step_limit,
             *memory,
             *model_faults,
-            ProviderCacheMiddleware(),
+            ProviderCacheMiddleware(settings.observability.simulator_rules),
             *tool_retries,
         ]
         return create_agent(

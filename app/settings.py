@@ -11,8 +11,10 @@ import ipaddress
 import itertools
 import os
 import re
+import tomllib
 from datetime import time
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -178,6 +180,17 @@ class LangfuseSettings(BaseModel):
         return bool(self.public_key and self.secret_key)
 
 
+PRICES_FILE = ("observability", "prices.toml")  # inside the `app` package
+
+
+@lru_cache
+def packaged_prices() -> "dict[str, ObservabilitySettings.Price]":
+    """The price table shipped with the package (read once; its entries are frozen)."""
+    text = resources.files("app").joinpath(*PRICES_FILE).read_text(encoding="utf-8")
+    entries = tomllib.loads(text).items()
+    return {name: ObservabilitySettings.Price.model_validate(entry) for name, entry in entries}
+
+
 class ObservabilitySettings(BaseModel):
     """Cost accounting, the prefix-cache simulator and Prometheus metrics."""
 
@@ -192,73 +205,24 @@ class ObservabilitySettings(BaseModel):
         output: float
         source: str
         as_of: str
+        # The prefix-cache simulator's rules for this model's own provider: an offline
+        # model priced as this one under those rules pays these cache prices as they are.
+        cache_rules: Literal["openai", "anthropic", "gemini", "block16"] | None = None
 
     prices: dict[str, Price] = Field(
-        default_factory=lambda: {
-            "gemini-3.1-pro": ObservabilitySettings.Price(
-                input=2.0,
-                cached_input=0.2,
-                cache_write=2.0,
-                output=12.0,
-                source="Google AI list price (prompts <=200K tokens) as mirrored by models.dev "
-                "for google/ and openrouter/ gemini-3.1-pro-preview; implicit caching has "
-                "no write surcharge; unverified against a live bill here",
-                as_of="2026-10",
-            ),
-            "gemini-3-flash": ObservabilitySettings.Price(
-                input=0.5,
-                cached_input=0.05,
-                cache_write=0.5,
-                output=3.0,
-                source="OpenRouter list price for google/gemini-3-flash-preview as mirrored "
-                "by models.dev; writes priced as plain input (implicit caching); unverified "
-                "against a live bill here",
-                as_of="2026-10",
-            ),
-            "gpt-5-mini": ObservabilitySettings.Price(
-                input=0.25,
-                cached_input=0.025,
-                cache_write=0.25,
-                output=2.0,
-                source="OpenAI list price as mirrored by models.dev; OpenAI bills no cache "
-                "writes; unverified against a live bill here",
-                as_of="2026-10",
-            ),
-            "claude-haiku-4-5": ObservabilitySettings.Price(
-                input=1.0,
-                cached_input=0.1,
-                cache_write=1.25,
-                output=5.0,
-                source="Anthropic list price (5-minute cache writes) as mirrored by "
-                "models.dev; unverified against a live bill here",
-                as_of="2026-10",
-            ),
-            "claude-sonnet-4-6": ObservabilitySettings.Price(
-                input=3.0,
-                cached_input=0.3,
-                cache_write=3.75,
-                output=15.0,
-                source="Anthropic list price (5-minute cache writes) as mirrored by "
-                "models.dev; unverified against a live bill here",
-                as_of="2026-10",
-            ),
-            "claude-sonnet-4-5": ObservabilitySettings.Price(
-                input=3.0,
-                cached_input=0.3,
-                cache_write=3.75,
-                output=15.0,
-                source="Anthropic list price (5-minute cache writes, prompts <=200K tokens) "
-                "as mirrored by models.dev; unverified against a live bill here",
-                as_of="2026-10",
-            ),
-        },
-        description="model name (bare, lowercase) -> price; setting it replaces the table",
+        default_factory=lambda: dict(packaged_prices()),
+        description="model name (bare, lowercase) -> price; default: the table in "
+        "app/observability/prices.toml; setting it replaces the table",
     )
     price_overrides: dict[str, Price] = Field(
         default_factory=dict, description="entries added to or replacing entries of `prices`"
     )
     offline_priced_as: str = Field(
         "gemini-3.1-pro", description="the model whose prices cost the offline model's calls"
+    )
+    offline_helper_priced_as: str = Field(
+        "gemini-3-flash",
+        description="the model whose prices cost the offline summary and expert models' calls",
     )
     simulator_rules: Literal["openai", "anthropic", "gemini", "block16"] = Field(
         "gemini", description="provider cache rules the prefix-cache simulator applies"

@@ -65,7 +65,11 @@ def eval_settings(settings: Settings, config: EvalConfig) -> Settings:
             update={"qdrant_path": config.cache_dir / "qdrant", "collection": EVAL_COLLECTION}
         )
     observability = settings.observability.model_copy(
-        update={"offline_priced_as": config.price, "simulator_rules": config.provider_rules}
+        update={
+            "offline_priced_as": config.price,
+            "offline_helper_priced_as": config.helper_price,
+            "simulator_rules": config.provider_rules,
+        }
     )
     return settings.model_copy(update={"knowledge": knowledge, "observability": observability})
 

@@ -12,8 +12,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
 from app.observability import metrics
-from app.observability.pricing import cost_usd, price_for
-from app.observability.simulator import PrefixCacheSimulator, request_tokens
+from app.observability.pricing import billed_model, cost_usd, price_for
+from app.observability.simulator import PrefixCacheSimulator
 from app.observability.usage import TokenUsage, normalize_usage
 from app.settings import ObservabilitySettings
 
@@ -104,8 +104,11 @@ class LLMCallCollector(BaseCallbackHandler):
             usage = normalize_usage(message.usage_metadata, message.response_metadata)
             model = str(message.response_metadata.get("model_name") or model)
         if usage.cache_source == "none" and self._simulator:
-            tokens = request_tokens(started.messages, started.tools)
-            usage = usage.with_simulated_cache(self._simulator.observe(tokens, self._clock))
+            billed_as = billed_model(model, self._observability)
+            outcome = self._simulator.observe_call(
+                started.messages, started.tools, self._clock, billed_as
+            )
+            usage = usage.with_simulated_cache(outcome)
         price = price_for(model, self._observability)
         cost = cost_usd(usage, price) if price else 0.0
         if self._observability.metrics_enabled:

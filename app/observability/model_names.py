@@ -9,6 +9,13 @@ Providers and routers name one model in several ways: `google_genai:gemini-3-fla
 import re
 from collections.abc import Iterable
 
+# The offline models' names (app/agent/offline.py and its summary and expert variants):
+# the agent model is priced as `offline_priced_as`, the helpers as `offline_helper_priced_as`.
+OFFLINE_MODEL = "offline"
+OFFLINE_SUMMARY_MODEL = "offline-summary"
+OFFLINE_EXPERT_MODEL = "offline-expert"
+OFFLINE_HELPER_MODELS = (OFFLINE_SUMMARY_MODEL, OFFLINE_EXPERT_MODEL)
+
 # What may follow a table key in a real model id: a date, a revision, a release tag.
 _VARIANT_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|\d{3}\b|preview|latest|exp)")
 

@@ -183,12 +183,15 @@ class PrefixCacheSimulator:
         tokens: Sequence[int],
         at: float | Callable[[], float],
         breakpoints: Sequence[int] = (),
+        model: str | None = None,
     ) -> CacheOutcome:
         """Send one request at time `at` (seconds, never decreasing), or at the time a
         clock `at` tells once this cache is free (concurrent callers stay in order).
         `breakpoints` are token offsets where a prefix ends that the request marks for
-        caching; they count only under rules with explicit breakpoints."""
+        caching; they count only under rules with explicit breakpoints. `model`: the
+        model called, whose own minimum prefix applies where the rules list one."""
         request = tuple(tokens)
+        rules = self.rules.for_model(model) if model else self.rules
         with self._lock:
             now = at() if callable(at) else at
             if now < self._last_at:
@@ -197,27 +200,45 @@ class PrefixCacheSimulator:
                 )
             self._last_at = now
             self._expire(now)
-            if self.rules.explicit_breakpoints:
-                outcome = self._observe_at_breakpoints(request, now, breakpoints)
+            if rules.explicit_breakpoints:
+                outcome = self._observe_at_breakpoints(request, now, breakpoints, rules)
             else:
-                outcome = self._observe_implicit(request, now)
+                outcome = self._observe_implicit(request, now, rules)
             self._evict_beyond_capacity()
             return outcome
 
-    def _observe_implicit(self, request: tuple[int, ...], at: float) -> CacheOutcome:
-        stored = self.rules.cacheable_length(len(request))
+    def observe_call(
+        self,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[dict[str, Any]] | None,
+        at: float | Callable[[], float],
+        model: str | None = None,
+    ) -> CacheOutcome:
+        """`observe` one model call as it was sent: its messages and tools, with the
+        breakpoints its content blocks mark (`cache_control`, as Anthropic reads them)."""
+        request = encode_request(messages, tools)
+        return self.observe(request.tokens, at, request.breakpoints, model)
+
+    def _observe_implicit(
+        self, request: tuple[int, ...], at: float, rules: CacheRules
+    ) -> CacheOutcome:
+        stored = rules.cacheable_length(len(request))
         if not stored:
             return CacheOutcome(cached_tokens=0, written_tokens=0)
         # Tokens matched past `stored` cannot be served: the rules cache no longer prefix.
         _, matched = self._store(request, stored, at)
-        cached = self.rules.cacheable_length(matched)
+        cached = rules.cacheable_length(matched)
         return CacheOutcome(cached_tokens=cached, written_tokens=stored - cached)
 
     def _observe_at_breakpoints(
-        self, request: tuple[int, ...], at: float, breakpoints: Sequence[int]
+        self,
+        request: tuple[int, ...],
+        at: float,
+        breakpoints: Sequence[int],
+        rules: CacheRules,
     ) -> CacheOutcome:
         ends = sorted(
-            {end for end in breakpoints if self.rules.min_prefix_tokens <= end <= len(request)}
+            {end for end in breakpoints if rules.min_prefix_tokens <= end <= len(request)}
         )
         if not ends:
             return CacheOutcome(cached_tokens=0, written_tokens=0)
@@ -329,35 +350,45 @@ def _digest_long_strings(value: Any) -> Any:
     return value
 
 
-def _content_text(content: str | list[str | dict[str, Any]]) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        else:
-            parts.append(json.dumps(_digest_long_strings(block), sort_keys=True))
-    return "\n".join(parts)
+def _block_text(block: str | dict[str, Any]) -> str:
+    if isinstance(block, str):
+        return block
+    if block.get("type") == "text":
+        return str(block.get("text", ""))
+    return json.dumps(_digest_long_strings(block), sort_keys=True)
 
 
-def _message_text(message: BaseMessage) -> str:
+def _is_breakpoint(block: str | dict[str, Any]) -> bool:
+    return isinstance(block, dict) and bool(block.get("cache_control"))
+
+
+def _message_segments(message: BaseMessage) -> list[tuple[str, bool]]:
+    """A message as text segments, one per content block, each with whether it ends at a
+    cache breakpoint. A block's segment is the same whether it is marked or not, so a
+    mark moving on to a later message keeps the earlier tokens unchanged."""
     header = f"<|{message.type}|>"
     if message.name:
         header += f"<|name:{message.name}|>"
     if isinstance(message, ToolMessage):
         header += f"<|call:{message.tool_call_id}|>"
-    text = header + _content_text(message.content)
-    if isinstance(message, AIMessage):
-        for call in message.tool_calls:
-            text += "<|tool_call|>" + json.dumps(
+    blocks = [message.content] if isinstance(message.content, str) else message.content
+    segments = [
+        ("\n" * bool(index) + _block_text(block), _is_breakpoint(block))
+        for index, block in enumerate(blocks)
+    ] or [("", False)]
+    segments[0] = (header + segments[0][0], segments[0][1])
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = "".join(
+            "<|tool_call|>"
+            + json.dumps(
                 {"id": call["id"], "name": call["name"], "args": call["args"]},
                 sort_keys=True,
                 ensure_ascii=False,
             )
-    return text
+            for call in message.tool_calls
+        )
+        segments[-1] = (segments[-1][0] + calls, segments[-1][1])
+    return segments
 
 
 @lru_cache(maxsize=8192)
@@ -366,17 +397,35 @@ def _segment_tokens(text: str) -> tuple[int, ...]:
     return tuple(encode(text))
 
 
-def request_tokens(
+@dataclass(frozen=True)
+class EncodedRequest:
+    tokens: list[int]
+    breakpoints: list[int]  # token offsets where a block marked with `cache_control` ends
+
+
+def encode_request(
     messages: Sequence[BaseMessage], tools: Sequence[dict[str, Any]] | None = None
-) -> list[int]:
+) -> EncodedRequest:
     """The request as one token list, in the order providers build their cache prefix:
     tool definitions, then the messages. Each segment is encoded on its own, so a request
     that appends messages to an earlier one extends its token list exactly."""
     segments = [
-        "<|tool|>" + json.dumps(tool, sort_keys=True, ensure_ascii=False) for tool in tools or ()
+        ("<|tool|>" + json.dumps(tool, sort_keys=True, ensure_ascii=False), False)
+        for tool in tools or ()
     ]
-    segments += [_message_text(message) for message in messages]
+    for message in messages:
+        segments += _message_segments(message)
     tokens: list[int] = []
-    for segment in segments:
-        tokens.extend(_segment_tokens(segment))
-    return tokens
+    breakpoints: list[int] = []
+    for text, is_breakpoint in segments:
+        tokens.extend(_segment_tokens(text))
+        if is_breakpoint:
+            breakpoints.append(len(tokens))
+    return EncodedRequest(tokens, breakpoints)
+
+
+def request_tokens(
+    messages: Sequence[BaseMessage], tools: Sequence[dict[str, Any]] | None = None
+) -> list[int]:
+    """The request's tokens, as `encode_request` builds them."""
+    return encode_request(messages, tools).tokens

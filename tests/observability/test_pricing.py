@@ -1,5 +1,11 @@
+from pathlib import Path
+
 import pytest
 
+import app
+from app.agent.expert.offline import ExtractiveExpertModel
+from app.agent.memory.summarizer import ExtractiveSummaryModel
+from app.agent.offline import OfflineChatModel
 from app.observability.model_names import bare_model_name
 from app.observability.pricing import Price, cost_parts, cost_usd, price_for
 from app.observability.usage import TokenUsage
@@ -100,3 +106,42 @@ def test_overrides_add_and_replace_prices(monkeypatch: pytest.MonkeyPatch) -> No
     assert price_for("openai:gpt-5-mini", settings) == settings.price_overrides["gpt-5-mini"]
     assert price_for("Qwen/Qwen3-32B", settings) == settings.price_overrides["qwen3-32b"]
     assert price_for("claude-haiku-4-5", settings) == SETTINGS.prices["claude-haiku-4-5"]
+
+
+def test_the_default_table_is_the_packaged_file_and_has_a_cheap_openai_model() -> None:
+    from app.settings import PRICES_FILE, packaged_prices
+
+    assert SETTINGS.prices == packaged_prices()
+    assert Path(app.__file__).parent.joinpath(*PRICES_FILE).is_file()
+    mini = price_for("openai:gpt-4.1-mini-2025-04-14", SETTINGS)
+    assert mini is not None and (mini.input, mini.cached_input, mini.output) == (0.4, 0.1, 1.6)
+    assert "gpt-4.1-mini" in mini.source
+
+
+@pytest.mark.parametrize("helper", [ExtractiveSummaryModel, ExtractiveExpertModel])
+def test_the_offline_summary_and_expert_models_are_priced_as_the_helper_model(
+    helper: type[OfflineChatModel],
+) -> None:
+    settings = ObservabilitySettings(
+        offline_priced_as="gemini-3.1-pro", offline_helper_priced_as="gpt-5-mini"
+    )
+    reported = helper().model_name  # the name its replies carry in response_metadata
+
+    price = price_for(reported, settings)
+
+    assert price is not None and (price.input, price.output) == (0.25, 2.0)
+    assert "priced as gpt-5-mini" in price.source
+    agent = price_for(OfflineChatModel().model_name, settings)
+    assert agent is not None and agent.input == 2.0  # the agent model: gemini-3.1-pro
+
+
+def test_under_its_own_providers_rules_a_model_keeps_its_own_cache_prices() -> None:
+    own = ObservabilitySettings(offline_priced_as="gpt-4.1-mini", simulator_rules="openai")
+    other = ObservabilitySettings(offline_priced_as="gpt-4.1-mini", simulator_rules="anthropic")
+
+    under_openai, under_anthropic = price_for("offline", own), price_for("offline", other)
+
+    assert under_openai is not None and under_anthropic is not None
+    assert under_openai.cached_input == pytest.approx(0.1)  # OpenAI bills gpt-4.1-mini at 0.25x
+    assert under_anthropic.cached_input == pytest.approx(0.04)  # Anthropic's 0.1x
+    assert under_anthropic.cache_write == pytest.approx(0.5)  # and its 1.25x writes

@@ -4,6 +4,7 @@ import itertools
 import random
 import threading
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -16,6 +17,7 @@ from app.observability.simulator import (
     CacheOutcome,
     CacheRules,
     PrefixCacheSimulator,
+    encode_request,
     request_tokens,
 )
 from app.tokens import encode
@@ -108,6 +110,17 @@ def test_minimum_prefix_depends_on_the_model() -> None:
     assert haiku.observe(tokens(3000), at=0, breakpoints=(3000,)) == CacheOutcome(0, 0)
 
 
+def test_one_cache_applies_each_calls_model_minimum() -> None:
+    cache = PrefixCacheSimulator(GEMINI)  # 4096 by default, gemini-3-flash from 1024
+
+    assert cache.observe(tokens(3000), at=0, model="gemini-3.1-pro") == CacheOutcome(0, 0)
+    assert cache.observe(tokens(3000), at=1, model="gemini-3-flash") == CacheOutcome(0, 3000)
+    assert cache.observe(tokens(3100), at=2, model="google/gemini-3-flash-preview") == (
+        CacheOutcome(3000, 100)
+    )
+    assert cache.observe(tokens(3100), at=3, model="gemini-3.1-pro") == CacheOutcome(0, 0)
+
+
 def test_gemini_reads_the_exact_repeated_prefix_above_its_minimum() -> None:
     cache = PrefixCacheSimulator(GEMINI)
 
@@ -184,6 +197,47 @@ def test_request_tokens_see_tool_call_arguments() -> None:
         return request_tokens([HumanMessage("q"), AIMessage("", tool_calls=[call])])
 
     assert asking("VAT") != asking("invoices")
+
+
+def _marked(text: str) -> list[str | dict[str, Any]]:
+    return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
+
+
+def test_breakpoints_are_where_marked_blocks_end_and_marks_change_no_token() -> None:
+    system = SystemMessage(
+        content=[{"type": "text", "text": "You are the support assistant."}, *_marked("summary")]
+    )
+    question = HumanMessage("Anna: how do I set the VAT rate?")
+    marked_question = HumanMessage(_marked("Anna: how do I set the VAT rate?"))
+
+    request = encode_request([system, marked_question], [SEARCH_TOOL])
+    unmarked = encode_request([system, question], [SEARCH_TOOL])
+
+    assert request.tokens == unmarked.tokens == request_tokens([system, question], [SEARCH_TOOL])
+    summary_end = len(encode_request([system], [SEARCH_TOOL]).tokens)
+    assert request.breakpoints == [summary_end, len(request.tokens)]
+    assert unmarked.breakpoints == [summary_end]
+
+
+def test_observe_call_reads_the_requests_breakpoints() -> None:
+    filler = ToolMessage("VAT " * 1500, tool_call_id="c1")
+    call = {"name": "search_knowledge_base", "args": {"query": "VAT"}, "id": "c1"}
+    first = [HumanMessage("Anna: VAT?"), AIMessage("", tool_calls=[call]), filler]
+    second = [*first, AIMessage("Under Settings."), HumanMessage("Anna: and invoices?")]
+    anthropic = PrefixCacheSimulator(ANTHROPIC)
+
+    unmarked = anthropic.observe_call(first, None, at=0)
+    written = anthropic.observe_call(
+        [*first[:-1], filler.model_copy(update={"content": _marked(filler.text)})], None, at=1
+    )
+    read = anthropic.observe_call(
+        [*second[:-1], HumanMessage(_marked(second[-1].text))], None, at=2
+    )
+
+    assert unmarked == CacheOutcome(0, 0)  # no breakpoint: Anthropic caches nothing
+    assert written.cached_tokens == 0 and written.written_tokens == len(request_tokens(first))
+    assert read.cached_tokens == len(request_tokens(first))
+    assert read.written_tokens == len(request_tokens(second)) - read.cached_tokens
 
 
 def test_an_image_counts_by_its_digest_not_its_encoding() -> None:

@@ -10,14 +10,17 @@ from app.agent.expert.findings import ExpertReport, extract_facts
 from app.agent.expert.tools import FETCH_PAGE, WEB_SEARCH
 from app.agent.messages import message_text
 from app.agent.offline import OfflineChatModel
+from app.observability.model_names import OFFLINE_EXPERT_MODEL
 
 REPORT_TOOL = ExpertReport.__name__  # the tool create_agent's ToolStrategy offers
 
 
 class ExtractiveExpertModel(OfflineChatModel):
     """The offline chat model's plumbing (tools, usage, streaming) with the expert's
-    behaviour; see the module docstring."""
+    behaviour; see the module docstring. Its own name prices it as the cheap helper model
+    (`offline_helper_priced_as`), not as the agent's model."""
 
+    model_name: str = OFFLINE_EXPERT_MODEL
     pages_to_read: int = 3
     max_facts: int = 5
 

@@ -14,6 +14,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from app.agent.memory.cache_hints import without_cache_hints
 from app.agent.memory.decisions import message_tokens
 from app.observability.calls import PURPOSE_KEY
 
@@ -21,8 +22,9 @@ MessageKey = tuple[str, str, str]
 
 
 def message_key(message: BaseMessage) -> MessageKey:
-    """What a provider receives of a message (ids and metadata are not sent)."""
-    content = json.dumps(message.content, ensure_ascii=False, sort_keys=True)
+    """What a provider receives of a message (ids and metadata are not sent) and caches
+    (cache-hint marks are not part of the prefix)."""
+    content = json.dumps(without_cache_hints(message.content), ensure_ascii=False, sort_keys=True)
     extra = ""
     if isinstance(message, AIMessage) and message.tool_calls:
         extra = json.dumps(message.tool_calls, ensure_ascii=False, sort_keys=True)
