@@ -20,8 +20,8 @@ from app.api.schemas import (
     MessageIn,
     MessageOut,
     ReplyOut,
+    UsageOut,
     UsageReportOut,
-    UsageTotalsOut,
 )
 from app.chat.types import TurnDone, TurnError, TurnEvent, TurnRequest, TurnToken, citations_of
 from app.db.models import Conversation, Message
@@ -168,7 +168,7 @@ async def get_usage(key: ReadableKey, chat: ChatServiceDep, caller: CallerDep) -
     _, by_purpose = readable(key, caller, await chat.usage(key))
     return UsageReportOut(
         conversation_key=key,
-        by_purpose={purpose: UsageTotalsOut.of(totals) for purpose, totals in by_purpose.items()},
+        by_purpose={purpose: UsageOut.of(totals) for purpose, totals in by_purpose.items()},
     )
 
 
