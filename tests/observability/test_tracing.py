@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
@@ -209,3 +209,17 @@ async def test_with_langfuse_off_nothing_is_created_or_sent(
     assert not tracer.enabled
     assert trace is None
     assert local_server.requests == []
+
+
+def test_a_long_request_shows_its_system_prompt_and_latest_messages() -> None:
+    messages: list[BaseMessage] = [SystemMessage("You help.")]
+    messages += [HumanMessage(f"question {n} " + "x" * 300) for n in range(40)]
+
+    view = tracing.messages_view(messages, limit=2000)
+
+    assert len(json.dumps(view, ensure_ascii=False)) <= 2000
+    assert view[0] == {"role": "system", "content": "You help."}
+    assert view[1]["role"] == "note" and "messages not shown" in view[1]["content"]
+    assert view[-1]["content"].startswith("question 39 ")
+    shown = int(view[1]["content"].strip("[").split()[0])
+    assert shown + len(view) - 2 == 40
