@@ -40,13 +40,13 @@ QUESTIONS = [
 TRACE_METADATA = "langfuse.trace.metadata."
 
 
-def _settings(base: Settings, server: LocalServer) -> Settings:
+def chat_settings(base: Settings, server: LocalServer, **langfuse: Any) -> Settings:
     """Clearing and folding early, so a 30-turn chat does both several times; the
     simulator caching prefixes as short as these contexts."""
     return base.model_copy(
         update={
             "observability": base.observability.model_copy(update={"simulator_rules": "block16"}),
-            "langfuse": langfuse_settings(server, max_attribute_chars=MAX_CHARS),
+            "langfuse": langfuse_settings(server, max_attribute_chars=MAX_CHARS, **langfuse),
             "profiles": ProfilesSettings(
                 definitions={
                     "client": {
@@ -59,9 +59,14 @@ def _settings(base: Settings, server: LocalServer) -> Settings:
     )
 
 
-async def _converse(
-    settings: Settings, connection: AsyncConnection, model: BaseChatModel, turns: int
-) -> tuple[Tracer, str]:
+async def converse(
+    settings: Settings,
+    connection: AsyncConnection,
+    model: BaseChatModel,
+    turns: int,
+    *,
+    flush: bool = True,
+) -> tuple[Tracer, ChatService, str]:
     tracer = Tracer.from_settings(settings)
     service = ChatService(
         settings,
@@ -75,8 +80,9 @@ async def _converse(
         author = ("Ann", "Bob", "Cleo")[number % 3]
         text = QUESTIONS[number % len(QUESTIONS)]
         await service.handle_turn(TurnRequest("telegram", key, "client", author, text))
-    tracer.flush()
-    return tracer, key
+    if flush:
+        tracer.flush()
+    return tracer, service, key
 
 
 async def _stored(sessions: async_sessionmaker[AsyncSession], key: str) -> dict[str, list[LLMCall]]:
@@ -181,9 +187,9 @@ async def test_a_30_turn_offline_client_chat_shows_in_langfuse_as_in_the_databas
     pg_sessions: async_sessionmaker[AsyncSession],
     local_server: LocalServer,
 ) -> None:
-    settings = _settings(settings, local_server)
+    settings = chat_settings(settings, local_server)
 
-    tracer, key = await _converse(settings, pg_connection, CapturingChatModel(), turns=30)
+    tracer, _, key = await converse(settings, pg_connection, CapturingChatModel(), turns=30)
 
     stored = await _stored(pg_sessions, key)
     assert {c.cache_source for calls in stored.values() for c in calls} == {"simulated"}
@@ -229,10 +235,10 @@ async def test_a_provider_reporting_cached_tokens_shows_in_langfuse_as_in_the_da
     pg_sessions: async_sessionmaker[AsyncSession],
     local_server: LocalServer,
 ) -> None:
-    settings = _settings(settings, local_server)
+    settings = chat_settings(settings, local_server)
     with ScriptedLLM() as base_url:
         model = ChatOpenAI(model="gpt-5-mini", base_url=base_url, api_key="dummy")
-        tracer, key = await _converse(settings, pg_connection, model, turns=6)
+        tracer, _, key = await converse(settings, pg_connection, model, turns=6)
 
     stored = await _stored(pg_sessions, key)
     agent_calls = [c for calls in stored.values() for c in calls if c.purpose == "agent"]
