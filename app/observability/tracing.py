@@ -441,6 +441,7 @@ class Tracer:
         self.settings = settings
         self._client = client
         self._provider: TracerProvider | None = None
+        self._http: httpx.Client | None = None
         self._ledger = _Ledger()
 
     @classmethod
@@ -476,14 +477,18 @@ class Tracer:
         auth = base64.b64encode(f"{langfuse.public_key}:{secret}".encode()).decode()
         exporter = OTLPSpanExporter(
             endpoint=langfuse.base_url.rstrip("/") + TRACES_PATH,
+            # The headers the SDK's own exporter sends.
             headers={
                 "Authorization": f"Basic {auth}",
+                "x-langfuse-sdk-name": "python",
+                "x-langfuse-sdk-version": version("langfuse"),
                 "x-langfuse-public-key": langfuse.public_key,
                 "x-langfuse-ingestion-version": "4",
             },
             timeout=timeout,
             compression=Compression.Gzip,
         )
+        self._http = httpx.Client(timeout=timeout, transport=_CountingTransport(self._ledger))
         self._client = Langfuse(
             public_key=langfuse.public_key,
             secret_key=secret,
@@ -493,7 +498,7 @@ class Tracer:
             timeout=timeout,
             tracer_provider=self._provider,
             span_exporter=_CountingSpanExporter(exporter, self._ledger),
-            httpx_client=httpx.Client(timeout=timeout, transport=_CountingTransport(self._ledger)),
+            httpx_client=self._http,
         )
 
     @property
@@ -580,7 +585,7 @@ class Tracer:
     def close(self) -> None:
         """Send what is left, waiting `shutdown_timeout_seconds` at most (a hanging
         Langfuse is given up on); what did not arrive counts as dropped."""
-        client, provider = self._client, self._provider
+        client, provider, http = self._client, self._provider, self._http
         if client is None:
             return
         self._client = None
@@ -589,6 +594,8 @@ class Tracer:
             client.shutdown()
             if provider is not None:
                 provider.shutdown()
+            if http is not None:
+                http.close()
 
         closing = threading.Thread(target=shut_down, name="langfuse-shutdown", daemon=True)
         closing.start()

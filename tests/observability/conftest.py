@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 class Request:
     path: str
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
 
 @dataclass
@@ -43,7 +44,8 @@ def local_server() -> Iterator[LocalServer]:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)
-            server_state.requests.append(Request(self.path, body))
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            server_state.requests.append(Request(self.path, body, headers))
             if server_state.hang.is_set():
                 server_state.released.wait()
             payload = json.dumps(server_state.answer(self.path)).encode()

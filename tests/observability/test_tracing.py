@@ -1,5 +1,6 @@
 """A LangChain agent traced to a local stand-in for Langfuse: what the SDK really sends."""
 
+import base64
 import json
 import uuid
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from app.observability.calls import UsageCollector
 from app.observability.tracing import MemoryReport, Tracer
 from app.settings import LangfuseSettings, ObservabilitySettings, Settings
 
-from .conftest import LocalServer, exported_scores, exported_spans
+from .conftest import SCORES_PATH, TRACES_PATH, LocalServer, exported_scores, exported_spans
 
 SERVED_MODEL = "google/gemini-3.1-pro-preview"
 USAGE = "langfuse.observation.usage_details"
@@ -128,6 +129,10 @@ async def test_a_traced_turn_exports_usage_cost_session_tags_and_scores(
     tracer.flush()
 
     assert result["messages"][-1].content == "Under Settings → Taxes."
+    keys = f"{tracer.settings.public_key}:sk-lf-test".encode()
+    for request in local_server.requests:  # spans and scores, as a Langfuse would check
+        assert request.headers["authorization"] == f"Basic {base64.b64encode(keys).decode()}"
+    assert {r.path for r in local_server.requests} == {TRACES_PATH, SCORES_PATH}
     spans = exported_spans(local_server)
     assert spans and {span["trace_id"] for span in spans} == {trace.trace_id}
     by_id = {span["span_id"]: span for span in spans}
