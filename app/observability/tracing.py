@@ -101,16 +101,17 @@ def message_view(message: BaseMessage, limit: int) -> dict[str, Any]:
 
 
 def messages_view(messages: Sequence[BaseMessage], limit: int) -> list[dict[str, Any]]:
-    """The request a model was sent, within `limit` characters: the first message (the
-    system prompt) and as many of the latest as fit; a note says how many were left out."""
+    """The request a model was sent, within `limit` characters as the SDK serializes it
+    (JSON, non-ASCII escaped): the first message (the system prompt) and as many of the
+    latest as fit; a note says how many were left out."""
     views = [message_view(m, limit // 2) for m in messages]
-    if len(json.dumps(views, ensure_ascii=False)) <= limit or len(views) < 3:
+    if len(json.dumps(views)) <= limit or len(views) < 3:
         return views
     head, tail = views[:1], views[1:]
-    budget = limit - len(json.dumps(head, ensure_ascii=False)) - 60
+    budget = limit - len(json.dumps(head)) - 60
     kept: list[dict[str, Any]] = []
     for view in reversed(tail):
-        size = len(json.dumps(view, ensure_ascii=False)) + 2
+        size = len(json.dumps(view)) + 2
         if size > budget:
             break
         kept.insert(0, view)
