@@ -185,15 +185,16 @@ class MemoryReport:
 
 
 class _Ledger:
-    """Spans and scores handed to the SDK, and what Langfuse acknowledged: what is
-    neither acknowledged nor already counted lost when the tracer closes is dropped."""
+    """Spans and scores handed to the SDK that Langfuse has not acknowledged yet: what is
+    still pending when the tracer closes counts as dropped. Only ids of pending or lost
+    scores are kept, so a long-running process holds nothing per delivered score."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.spans_ended = 0
         self.spans_settled = 0  # exported, or counted dropped with their failed export
-        self.scores_queued: set[str] = set()
-        self.scores_delivered: set[str] = set()
+        self.scores_pending: set[str] = set()
+        self.scores_lost: set[str] = set()  # pending when the tracer closed
 
     def span_ended(self) -> None:
         with self._lock:
@@ -208,18 +209,23 @@ class _Ledger:
 
     def score_queued(self, score_id: str) -> None:
         with self._lock:
-            self.scores_queued.add(score_id)
+            self.scores_pending.add(score_id)
 
     def delivered(self, score_ids: Sequence[str]) -> None:
         with self._lock:
-            self.scores_delivered.update(score_ids)
+            self.scores_pending.difference_update(score_ids)
+
+    def acknowledged(self, score_ids: Sequence[str]) -> set[str]:
+        with self._lock:
+            return set(score_ids) - self.scores_pending - self.scores_lost
 
     def close(self) -> None:
         with self._lock:
             spans = self.spans_ended - self.spans_settled
-            scores = len(self.scores_queued - self.scores_delivered)
             self.spans_settled = self.spans_ended
-            self.scores_queued.clear()
+            scores = len(self.scores_pending)
+            self.scores_lost |= self.scores_pending
+            self.scores_pending = set()
         metrics.count_langfuse_dropped("spans", spans)
         metrics.count_langfuse_dropped("scores", scores)
 
@@ -271,7 +277,9 @@ class _CountingTransport(httpx.HTTPTransport):
             if scores:
                 metrics.count_langfuse_failure("scores")
             raise
-        if scores and response.status_code >= 400:
+        # 207: Langfuse rejected some of the batch without saying which; none counts as
+        # acknowledged (a re-sent score replaces the one that did arrive).
+        if scores and (response.status_code >= 400 or response.status_code == 207):
             metrics.count_langfuse_failure("scores")
         elif scores:
             sent = json.loads(request.content or b"[]")
@@ -575,8 +583,8 @@ class Tracer:
         self.score(trace_id, "user_feedback", 1.0 if helpful else 0.0, comment, score_id)
 
     def delivered(self, score_ids: Sequence[str]) -> set[str]:
-        """Those of `score_ids` Langfuse acknowledged."""
-        return set(score_ids) & self._ledger.scores_delivered
+        """Those of `score_ids` (sent through this tracer) Langfuse acknowledged."""
+        return self._ledger.acknowledged(score_ids)
 
     def flush(self) -> None:
         """Send what is buffered (spans and scores) and wait for it."""
