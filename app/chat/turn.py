@@ -240,7 +240,12 @@ class TurnRunner:
             )
         reply = reply_of(begun, new_messages, UsageTotals.of(collector.records))
         if trace is not None:
-            await self._finish_trace(held, begun, trace, reply, memory, collector)
+            try:
+                await self._finish_trace(held, begun, trace, reply, memory, collector)
+            except Exception as error:  # the turn is answered and stored: tracing only
+                log.warning(
+                    "turn %s of %s: trace not finished: %s", turn.number, conversation.key, error
+                )
         return TurnDone(reply)
 
     async def _finish_trace(
