@@ -4,6 +4,7 @@ import base64
 import json
 import uuid
 from collections.abc import Sequence
+from importlib.metadata import version
 from typing import Any
 
 import pytest
@@ -150,7 +151,8 @@ async def test_a_traced_turn_exports_usage_cost_session_tags_and_scores(
     assert "memory:cleared" in root["langfuse.trace.tags"]
     assert "memory:prefix-changed" in root["langfuse.trace.tags"]
     assert json.loads(root["langfuse.trace.metadata.memory_tokens_freed"]) == "900"
-    assert "langfuse.release" in root and root["resource.service.name"] == "supportbot"
+    assert root["langfuse.release"].startswith(version("supportbot"))  # + git revision
+    assert root["resource.service.name"] == "supportbot"
     assert root["langfuse.environment"] == "development"
 
     generations = [s for s in spans if s.get("langfuse.observation.type") == "generation"]
