@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionm
 from app.bench.scripted_llm import ScriptedLLM
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
-from app.chat.types import TurnRequest
+from app.chat.types import TurnFailed, TurnRequest
 from app.db.models import Conversation, LLMCall, Turn
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
@@ -76,12 +76,14 @@ async def converse(
         simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
     )
     key = "telegram:-100:equality"
-    for number in range(turns):
-        author = ("Ann", "Bob", "Cleo")[number % 3]
-        text = QUESTIONS[number % len(QUESTIONS)]
-        await service.handle_turn(TurnRequest("telegram", key, "client", author, text))
-    if flush:
-        tracer.flush()
+    try:
+        for number in range(turns):
+            author = ("Ann", "Bob", "Cleo")[number % 3]
+            text = QUESTIONS[number % len(QUESTIONS)]
+            await service.handle_turn(TurnRequest("telegram", key, "client", author, text))
+    finally:
+        if flush:
+            tracer.flush()
     return tracer, service, key
 
 
@@ -246,3 +248,19 @@ async def test_a_provider_reporting_cached_tokens_shows_in_langfuse_as_in_the_da
     assert all(c.cost_usd > 0 for c in agent_calls)  # gpt-5-mini is priced
     _assert_langfuse_equals_database(local_server, stored, 6)
     tracer.close()
+
+
+async def test_a_failed_turn_is_an_error_trace_with_the_users_message(
+    settings: Settings, pg_connection: AsyncConnection, local_server: LocalServer
+) -> None:
+    settings = chat_settings(settings, local_server)
+    model = CapturingChatModel(fail_with="provider unavailable")
+
+    with pytest.raises(TurnFailed):
+        await converse(settings, pg_connection, model, turns=1)
+
+    [root] = [s for s in exported_spans(local_server) if s.get("langfuse.internal.as_root")]
+    assert root["langfuse.observation.level"] == "ERROR"
+    assert "provider unavailable" in root["langfuse.observation.status_message"]
+    assert json.loads(root["langfuse.observation.input"])["text"] == QUESTIONS[0]
+    assert exported_scores(local_server) == []  # no answer, nothing to score
