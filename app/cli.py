@@ -12,7 +12,9 @@ cli = typer.Typer(help="Customer-support chatbot service.", no_args_is_help=True
 db_cli = typer.Typer(help="Database migrations.", no_args_is_help=True)
 usage_cli = typer.Typer(help="LLM usage, cached share and cost.", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
+langfuse_cli = typer.Typer(help="Langfuse: send again what did not arrive.", no_args_is_help=True)
 cli.add_typer(usage_cli, name="usage")
+cli.add_typer(langfuse_cli, name="langfuse")
 cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search, stats.")
 cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
 cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorded conversations.")
@@ -100,6 +102,32 @@ def usage_report() -> None:
             f"{totals.cost_usd:.4f}",
         )
     Console().print(table)
+
+
+@langfuse_cli.command("backfill")
+def langfuse_backfill() -> None:
+    """Send again the feedback scores Langfuse never confirmed (an outage dropped them)."""
+    import asyncio
+
+    from app.db.engine import make_async_engine, make_session_factory
+    from app.observability.backfill import Backfill, backfill_feedback
+    from app.observability.tracing import Tracer
+
+    settings = get_settings()
+    if not settings.langfuse.enabled:
+        typer.echo("error: Langfuse is off (set SUPPORTBOT_LANGFUSE__PUBLIC_KEY and SECRET_KEY)")
+        raise typer.Exit(1)
+
+    async def run() -> Backfill:
+        engine = make_async_engine(settings.db)
+        try:
+            tracer = Tracer.from_settings(settings)
+            return await backfill_feedback(make_session_factory(engine), tracer)
+        finally:
+            await engine.dispose()
+
+    done = asyncio.run(run())
+    typer.echo(f"{done.sent} feedback scores sent, {done.confirmed} confirmed by Langfuse")
 
 
 def main() -> None:

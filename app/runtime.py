@@ -171,7 +171,7 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.chat.aclose()
-        self.tracer.flush()
+        self.tracer.close()
         self.knowledge.close()
         await self.engine.dispose()
 

@@ -171,8 +171,22 @@ class LangfuseSettings(BaseModel):
     public_key: str | None = None
     secret_key: SecretStr | None = None
     base_url: str = "https://cloud.langfuse.com"
-    environment: str | None = Field(
-        None, description="Langfuse tracing environment, e.g. `production` (lowercase)"
+    environment: str = Field(
+        "development", description="Langfuse tracing environment, e.g. `production` (lowercase)"
+    )
+    release: str | None = Field(
+        None,
+        description="Langfuse `release` of every trace; default: the package version and "
+        "the git revision when the code runs from a checkout",
+    )
+    max_attribute_chars: int = Field(
+        8000, ge=200, description="longest input, output or metadata value a span carries"
+    )
+    export_timeout_seconds: int = Field(
+        5, ge=1, description="how long one export of spans or scores to Langfuse may take"
+    )
+    shutdown_timeout_seconds: float = Field(
+        3.0, gt=0, description="how long shutdown waits for Langfuse to take what is left"
     )
 
     @property

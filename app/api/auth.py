@@ -10,8 +10,8 @@ staff member alone, so nobody can post into a chat, or claim its key first, by g
 
 import secrets
 from dataclasses import dataclass
-from urllib.parse import quote
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request, status
 

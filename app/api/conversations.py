@@ -21,8 +21,8 @@ from app.api.schemas import (
     MessageOut,
     RatingOut,
     ReplyOut,
+    UsageOut,
     UsageReportOut,
-    UsageTotalsOut,
 )
 from app.chat.types import TurnDone, TurnError, TurnEvent, TurnRequest, TurnToken, citations_of
 from app.db.models import Conversation, Feedback, Message
@@ -171,7 +171,7 @@ async def get_usage(key: ReadableKey, chat: ChatServiceDep, caller: CallerDep) -
     _, by_purpose = readable(key, caller, await chat.usage(key))
     return UsageReportOut(
         conversation_key=key,
-        by_purpose={purpose: UsageTotalsOut.of(totals) for purpose, totals in by_purpose.items()},
+        by_purpose={purpose: UsageOut.of(totals) for purpose, totals in by_purpose.items()},
     )
 
 

@@ -4,13 +4,22 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    computed_field,
+)
 
 from app.api.markdown import answer_html
 from app.chat.text import normalize_text
 from app.chat.types import Citation, TurnReply
 from app.db.models import Feedback
-from app.db.queries import ConversationSummary, UsageTotals
+from app.db.queries import ConversationSummary
+from app.observability.usage import UsageTotals
 from app.settings import KnowledgeSettings
 
 # What people type: cleaned and checked by the rules every way in shares (app/chat/text.py).
@@ -73,11 +82,23 @@ class CitationOut(BaseModel):
 
 
 class UsageOut(BaseModel):
+    """LLM usage summed over calls: a view of the calls' usage records."""
+
     llm_calls: int
-    input_tokens: int
-    cached_tokens: int
+    input_tokens: int = Field(description="all input tokens, cached ones included")
+    cached_tokens: int = Field(description="input tokens read from the prompt cache")
+    cache_write_tokens: int = Field(0, description="input tokens written to the prompt cache")
     output_tokens: int
     cost_usd: float
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cached_share(self) -> float:
+        return self.cached_tokens / self.input_tokens if self.input_tokens else 0.0
+
+    @classmethod
+    def of(cls, totals: UsageTotals) -> "UsageOut":
+        return cls.model_validate(asdict(totals))
 
 
 class ReplyOut(BaseModel):
@@ -163,22 +184,9 @@ class ConversationOut(BaseModel):
     messages: list[MessageOut]
 
 
-class UsageTotalsOut(BaseModel):
-    llm_calls: int
-    input_tokens: int
-    cached_tokens: int
-    output_tokens: int
-    cached_share: float
-    cost_usd: float
-
-    @classmethod
-    def of(cls, totals: UsageTotals) -> "UsageTotalsOut":
-        return cls(**asdict(totals), cached_share=totals.cached_share)
-
-
 class UsageReportOut(BaseModel):
     conversation_key: str
-    by_purpose: dict[str, UsageTotalsOut]
+    by_purpose: dict[str, UsageOut]
 
 
 class FeedbackOut(BaseModel):

@@ -25,7 +25,7 @@ from app.db import queries
 from app.db.models import Conversation, Feedback, Message, Turn
 from app.handoff.service import HandoffService
 from app.observability.simulator import PrefixCacheSimulator
-from app.observability.tracing import Tracer
+from app.observability.tracing import Tracer, feedback_score_id
 from app.settings import AUDIENCES, Settings
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class ChatService:
         person (None: the bot answers everything)."""
         self._settings = settings
         self._store = store
-        self._tracer = tracer or Tracer.disabled(settings.observability)
+        self._tracer = tracer or Tracer.disabled()
         self._runner = TurnRunner(
             settings, store, agent_for_profile, self._tracer, simulator, clock
         )
@@ -154,19 +154,20 @@ class ChatService:
         author: str | None,
     ) -> None:
         """Store a rating of one answer; also a score on the turn's trace when traced."""
+        feedback = Feedback(
+            conversation_id=conversation.id,
+            turn=turn.number,
+            rating="up" if helpful else "down",
+            comment=comment,
+            author=author,
+        )
         async with self._store.sessions() as session:
-            session.add(
-                Feedback(
-                    conversation_id=conversation.id,
-                    turn=turn.number,
-                    rating="up" if helpful else "down",
-                    comment=comment,
-                    author=author,
-                )
-            )
+            session.add(feedback)
             await session.commit()
         if turn.trace_id:
-            self._tracer.feedback(turn.trace_id, helpful, comment)
+            self._tracer.feedback(
+                turn.trace_id, feedback_score_id(turn.trace_id, feedback.id), helpful, comment
+            )
         if self.handoffs is not None and not helpful:
             await self.handoffs.after_feedback(conversation)
 

@@ -28,7 +28,7 @@ from app.chat.transcript import from_langchain
 from app.chat.types import IMAGE_MARKER, InvalidTurn, TurnRequest, TurnStatus, with_images
 from app.db import queries
 from app.db.models import Conversation, LLMCall, Turn
-from app.observability.calls import LLMCallRecord
+from app.observability.usage import UsageRecord
 from app.settings import DbSettings
 from app.tokens import count_tokens
 
@@ -215,7 +215,7 @@ class TurnStore:
         begun: BegunTurn,
         new_messages: Sequence[BaseMessage],
         memory: MemoryUpdate | None,
-        calls: Sequence[LLMCallRecord],
+        calls: Sequence[UsageRecord],
     ) -> None:
         """Store the answer, the memory's decisions and the calls; the turn ends `ok`."""
         conversation, turn = begun.conversation, begun.turn
@@ -233,7 +233,7 @@ class TurnStore:
         self,
         held: HeldConversation,
         begun: BegunTurn,
-        calls: Sequence[LLMCallRecord],
+        calls: Sequence[UsageRecord],
         status: TurnStatus,
         error: str,
     ) -> None:
@@ -311,9 +311,9 @@ async def _store_memory(session: AsyncSession, begun: BegunTurn, memory: MemoryU
         )
 
 
-def _add_calls(session: AsyncSession, begun: BegunTurn, calls: Sequence[LLMCallRecord]) -> None:
+def _add_calls(session: AsyncSession, begun: BegunTurn, calls: Sequence[UsageRecord]) -> None:
     session.add_all(
-        LLMCall(conversation_id=begun.conversation.id, turn=begun.turn.number, **vars(call))
+        LLMCall(conversation_id=begun.conversation.id, turn=begun.turn.number, **call.columns())
         for call in calls
     )
 

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from app.agent.memory.recall import ConversationArchive
-from app.agent.memory.state import MemoryContext
+from app.agent.memory.state import MemoryContext, MemoryUpdate
 from app.chat.store import BegunTurn, HeldConversation, TurnStore
 from app.chat.types import (
     FAILED_KEPT,
@@ -28,16 +28,17 @@ from app.chat.types import (
     TurnStarted,
     TurnStatus,
     TurnToken,
-    TurnUsage,
     citations_of,
 )
+from app.db import queries
 from app.observability import metrics
-from app.observability.calls import LLMCallCollector
+from app.observability.calls import UsageCollector
 from app.observability.redact import configured_secrets, redact_secrets
 from app.observability.simulator import PrefixCacheSimulator
-from app.observability.tracing import Tracer
-from app.observability.usage import TokenUsage
+from app.observability.tracing import MemoryReport, Tracer, TurnTrace
+from app.observability.usage import UsageTotals
 from app.settings import Settings
+from app.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ async def run_agent(
     return final
 
 
-def reply_of(begun: BegunTurn, new_messages: list[BaseMessage], usage: TurnUsage) -> TurnReply:
+def reply_of(begun: BegunTurn, new_messages: list[BaseMessage], usage: UsageTotals) -> TurnReply:
     answer = new_messages[-1].text if new_messages else ""
     passages = (
         passage
@@ -88,6 +89,29 @@ def reply_of(begun: BegunTurn, new_messages: list[BaseMessage], usage: TurnUsage
         text=answer,
         citations=citations_of(answer, passages),
         usage=usage,
+    )
+
+
+def memory_report(begun: BegunTurn, memory: MemoryUpdate | None, summaries: int) -> MemoryReport:
+    """What this turn's memory decisions did to the context the previous turn left."""
+    if memory is None:
+        return MemoryReport(summary_version=summaries)
+    loaded = {str(m.id): m for m in begun.working["messages"]}
+    freed = sum(
+        max(0, count_tokens(loaded[message_id].text) - count_tokens(placeholder))
+        for message_id, placeholder in memory.placeholders.items()
+        if message_id in loaded
+    )
+    dropped = [loaded[i] for i in memory.dropped if i in loaded]
+    folded = memory.summary is not None
+    stored = sum(len(begun.note_members.get(i, [i])) for i in memory.dropped)
+    return MemoryReport(
+        results_cleared=len(memory.placeholders),
+        tokens_freed=freed,
+        exchanges_trimmed=0 if folded else sum(m.type == "human" for m in dropped),
+        messages_folded=stored if folded else 0,
+        summary_version=summaries,
+        prefix_kept=not memory.placeholders and not memory.dropped,
     )
 
 
@@ -149,32 +173,54 @@ class TurnRunner:
         request: TurnRequest,
         emit_token: Emit | None,
     ) -> TurnDone | TurnError:
+        conversation = begun.conversation
+        with self.tracer.turn(
+            conversation.key,
+            request.author or "anonymous",
+            conversation.audience,
+            conversation.profile,
+            request.channel,
+            self.settings.llm.model,
+            request.text,
+        ) as trace:
+            begun.turn.trace_id = trace.trace_id if trace else None
+            return await self._traced_answer(held, begun, request, emit_token, trace)
+
+    async def _traced_answer(
+        self,
+        held: HeldConversation,
+        begun: BegunTurn,
+        request: TurnRequest,
+        emit_token: Emit | None,
+        trace: TurnTrace | None,
+    ) -> TurnDone | TurnError:
         """Run the agent and store its outcome; any failure ends the turn `failed`, the
         deadline or a shutdown `interrupted`."""
         started = time.perf_counter()
         conversation, turn = begun.conversation, begun.turn
-        collector = LLMCallCollector(
-            conversation.profile, self.settings.observability, self.simulator, self.clock
+        collector = UsageCollector(
+            conversation.profile, self.settings.observability, self.simulator, self.clock, trace
         )
         deadline = asyncio.timeout(self.settings.chat.turn_timeout_seconds)
         on_token = (lambda text: emit_token(TurnToken(text))) if emit_token else None
         try:
             async with deadline:
-                result = await self._run_agent(held, begun, request, collector, on_token)
+                result = await self._run_agent(held, begun, collector, trace, on_token)
             # Memory may have removed or replaced loaded messages: new ones have new ids.
             loaded = {m.id for m in begun.working["messages"]}
             new_messages = [m for m in result["messages"] if m.id not in loaded]
-            await self.store.finish(
-                held, begun, new_messages, result.get("memory"), collector.calls
-            )
+            memory = result.get("memory")
+            await self.store.finish(held, begun, new_messages, memory, collector.records)
         except (Exception, asyncio.CancelledError) as error:
             interrupted = deadline.expired() or isinstance(error, asyncio.CancelledError)
             status: TurnStatus = "interrupted" if interrupted else "failed"
             stored_error = self._describe(error)
             log.error("turn %s of %s %s: %s", turn.number, conversation.key, status, stored_error)
             log.debug("turn %s of %s failed here", turn.number, conversation.key, exc_info=error)
+            if trace is not None:
+                trace.failed(status, stored_error)
             try:
-                await self.store.fail(held, begun, collector.calls, status, stored_error)
+                await self.store.fail(held, begun, collector.records, status, stored_error)
             except Exception as unstored:  # the next turn or a restart closes it
                 log.error(
                     "turn %s of %s left running: %s",
@@ -192,45 +238,48 @@ class TurnRunner:
                 channel=request.channel,
                 seconds=time.perf_counter() - started,
             )
-        return TurnDone(reply_of(begun, new_messages, TurnUsage.of(collector.calls)))
+        reply = reply_of(begun, new_messages, UsageTotals.of(collector.records))
+        if trace is not None:
+            try:
+                await self._finish_trace(held, begun, trace, reply, memory, collector)
+            except Exception as error:  # the turn is answered and stored: tracing only
+                log.warning(
+                    "turn %s of %s: trace not finished: %s", turn.number, conversation.key, error
+                )
+        return TurnDone(reply)
+
+    async def _finish_trace(
+        self,
+        held: HeldConversation,
+        begun: BegunTurn,
+        trace: TurnTrace,
+        reply: TurnReply,
+        memory: MemoryUpdate | None,
+        collector: UsageCollector,
+    ) -> None:
+        async with held.sessions() as session:
+            summaries = await queries.summary_count(session, begun.conversation)
+        citations = [{"title": c.title, "source": c.source} for c in reply.citations]
+        report = memory_report(begun, memory, summaries)
+        trace.finish(reply.text, citations, collector.records, report)
 
     async def _run_agent(
         self,
         held: HeldConversation,
         begun: BegunTurn,
-        request: TurnRequest,
-        collector: LLMCallCollector,
+        collector: UsageCollector,
+        trace: TurnTrace | None,
         on_token: OnToken | None,
     ) -> dict[str, Any]:
         conversation, turn = begun.conversation, begun.turn
-        with self.tracer.turn(
-            conversation.key,
-            request.author or "anonymous",
-            conversation.audience,
-            conversation.profile,
-            request.channel,
-            self.settings.llm.model,
-        ) as trace:
-            turn.trace_id = trace.trace_id
-            config: RunnableConfig = {
-                "callbacks": [collector, *trace.callbacks],
-                # A backstop only: StepLimitMiddleware ends the turn with an answer first.
-                "recursion_limit": 10 * self.settings.llm.max_agent_steps,
-                "metadata": {
-                    "conversation": conversation.key,
-                    "turn": turn.number,
-                    **trace.metadata,
-                },
-            }
-            # The recall tool reads the archive through the turn's own connection.
-            context = MemoryContext(
-                conversation.id, ConversationArchive(held.sessions, conversation.id)
-            )
-            agent = self.agent_for_profile(conversation.profile)
-            result = await run_agent(agent, begun.working, config, context, on_token)
-            agent_calls = [c.usage for c in collector.calls if c.purpose == "agent"]
-            if agent_calls:
-                trace.score(
-                    sum(agent_calls, TokenUsage()).cache_hit_rate, agent_calls[-1].input_tokens
-                )
-        return result
+        config: RunnableConfig = {
+            "callbacks": [collector, *([trace] if trace else [])],
+            # A backstop only: StepLimitMiddleware ends the turn with an answer first.
+            "recursion_limit": 10 * self.settings.llm.max_agent_steps,
+            "metadata": {"conversation": conversation.key, "turn": turn.number},
+        }
+        # The recall tool reads the archive through the turn's own connection.
+        archive = ConversationArchive(held.sessions, conversation.id)
+        context = MemoryContext(conversation.id, archive)
+        agent = self.agent_for_profile(conversation.profile)
+        return await run_agent(agent, begun.working, config, context, on_token)

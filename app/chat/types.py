@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from app.observability.calls import LLMCallRecord
+from app.observability.usage import UsageTotals
 
 # running: the user's message is stored and the agent works; ok: answered; failed: the
 # model, a tool or the database failed; interrupted: stopped by the turn's deadline, by a
@@ -72,32 +72,13 @@ def citations_of(answer: str, passages: Iterable[dict[str, Any]]) -> list[Citati
 
 
 @dataclass(frozen=True)
-class TurnUsage:
-    llm_calls: int = 0
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-
-    @classmethod
-    def of(cls, calls: Sequence[LLMCallRecord]) -> "TurnUsage":
-        return cls(
-            llm_calls=len(calls),
-            input_tokens=sum(c.input_tokens for c in calls),
-            cached_tokens=sum(c.cached_tokens for c in calls),
-            output_tokens=sum(c.output_tokens for c in calls),
-            cost_usd=sum(c.cost_usd for c in calls),
-        )
-
-
-@dataclass(frozen=True)
 class TurnReply:
     conversation_key: str
     turn: int
     profile: str
     text: str
     citations: list[Citation] = field(default_factory=list)
-    usage: TurnUsage = TurnUsage()
+    usage: UsageTotals = field(default_factory=UsageTotals)
 
 
 IMAGE_MARKER = " [image]"

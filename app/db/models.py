@@ -184,6 +184,9 @@ class Feedback(Base):
     comment: Mapped[str | None] = mapped_column(Text)
     author: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # When Langfuse acknowledged the `user_feedback` score (`supportbot langfuse backfill`
+    # re-sends those it never did).
+    score_confirmed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Handoff(Base):

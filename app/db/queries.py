@@ -9,6 +9,7 @@ from sqlalchemy import Select, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, Feedback, LLMCall, Message, Summary, Turn
+from app.observability.usage import UsageTotals
 
 
 async def get_conversation(session: AsyncSession, key: str) -> Conversation | None:
@@ -185,6 +186,14 @@ async def add_summary(
     return summary
 
 
+async def summary_count(session: AsyncSession, conversation: Conversation) -> int:
+    """How many summaries the conversation has had (a reset's empty one included)."""
+    count = await session.scalar(
+        select(func.count(Summary.id)).where(Summary.conversation_id == conversation.id)
+    )
+    return count or 0
+
+
 async def all_messages(session: AsyncSession, conversation: Conversation) -> list[Message]:
     result = await session.scalars(
         select(Message).where(Message.conversation_id == conversation.id).order_by(Message.seq)
@@ -236,27 +245,14 @@ async def latest_feedback(session: AsyncSession, conversation: Conversation) -> 
     return {feedback.turn: feedback for feedback in rows}
 
 
-@dataclass(frozen=True)
-class UsageTotals:
-    """LLM usage summed over some calls (cached tokens are part of the input tokens)."""
-
-    llm_calls: int
-    input_tokens: int
-    cached_tokens: int
-    output_tokens: int
-    cost_usd: float
-
-    @property
-    def cached_share(self) -> float:
-        return self.cached_tokens / self.input_tokens if self.input_tokens else 0.0
-
-
 def _usage_by(group: Any) -> Select[Any]:
+    """`group`, then the columns of a `UsageTotals` in order."""
     return select(
         group,
         func.count(LLMCall.id),
         func.coalesce(func.sum(LLMCall.input_tokens), 0),
         func.coalesce(func.sum(LLMCall.cached_tokens), 0),
+        func.coalesce(func.sum(LLMCall.cache_write_tokens), 0),
         func.coalesce(func.sum(LLMCall.output_tokens), 0),
         func.coalesce(func.sum(LLMCall.cost_usd), 0.0),
     ).group_by(group)

@@ -41,7 +41,7 @@ from app.handoff.notices import resumed_notice, takeover_notice
 from app.handoff.store import HandoffConflict
 from app.handoff.tool import REQUEST_HUMAN
 from app.handoff.triggers import asks_for_person, found_nothing
-from app.observability.calls import LLMCallCollector
+from app.observability.calls import UsageCollector
 from app.observability.tracing import Tracer
 from app.settings import Settings
 from app.tokens import count_tokens
@@ -85,7 +85,7 @@ class HandoffService:
         one (`handoff`); `now`: the clock the office hours are read with."""
         self._settings = settings
         self._turns = turns
-        self._tracer = tracer or Tracer.disabled(settings.observability)
+        self._tracer = tracer or Tracer.disabled()
         self._model = summary_model or build_summary_model(settings.llm)
         self._now = now
         self.messenger: Messenger | None = None  # set by the Telegram adapter, if any
@@ -306,7 +306,7 @@ class HandoffService:
                 return None
             summary = await queries.latest_summary(session, conversation)
             messages = await queries.context_messages(session, conversation)
-        collector = LLMCallCollector(conversation.profile, self._settings.observability)
+        collector = UsageCollector(conversation.profile, self._settings.observability)
         sections = await summarize_for_card(
             self._model, summary.text if summary else None, messages, {"callbacks": [collector]}
         )
@@ -329,8 +329,8 @@ class HandoffService:
             if not await store.insert_open(session, handoff):
                 return None
             session.add_all(
-                LLMCall(conversation_id=conversation.id, turn=turn, **vars(call))
-                for call in collector.calls
+                LLMCall(conversation_id=conversation.id, turn=turn, **call.columns())
+                for call in collector.records
             )
             await session.commit()
         return handoff

@@ -1,10 +1,11 @@
-"""Records every LLM call of a turn (any purpose: agent, summary, expert) as it finishes:
-normalised usage, simulated cache where the provider reports none, cost, metrics."""
+"""The one collector of a turn's LLM calls (any purpose: agent, summary, expert): each call's
+`UsageRecord` is made here once, as the call finishes, and handed to metrics, to the turn's
+Langfuse trace and (through `records`) to the database."""
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -12,35 +13,32 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
 from app.observability import metrics
-from app.observability.pricing import billed_model, cost_usd, price_for
+from app.observability.pricing import billed_model, cost_parts, price_for
 from app.observability.simulator import PrefixCacheSimulator
-from app.observability.usage import TokenUsage, normalize_usage
+from app.observability.usage import UsageRecord, normalize_usage
 from app.settings import ObservabilitySettings
 
 PURPOSE_KEY = "supportbot_purpose"  # run metadata key: "agent" (default), "summary", "expert"
 
 
-@dataclass
-class LLMCallRecord:
-    purpose: str
-    model: str
-    input_tokens: int
-    cached_tokens: int
-    cache_write_tokens: int
-    output_tokens: int
-    latency_ms: int
-    cache_source: str
-    cost_usd: float
+class CallSink(Protocol):
+    """Where a call's observation goes (the turn's Langfuse trace): opened when the call
+    starts, closed with its record."""
 
-    @property
-    def usage(self) -> TokenUsage:
-        return TokenUsage(
-            self.input_tokens,
-            self.cached_tokens,
-            self.cache_write_tokens,
-            self.output_tokens,
-            self.cache_source,  # type: ignore[arg-type]
-        )
+    def call_started(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        *,
+        name: str,
+        model: str,
+        purpose: str,
+        messages: list[BaseMessage],
+    ) -> None: ...
+
+    def call_ended(self, run_id: UUID, record: UsageRecord, reply: AIMessage | None) -> None: ...
+
+    def call_failed(self, run_id: UUID, error: BaseException) -> None: ...
 
 
 @dataclass
@@ -53,11 +51,12 @@ class _Started:
     tools: list[dict[str, Any]] | None
 
 
-class LLMCallCollector(BaseCallbackHandler):
-    """A LangChain callback handler that keeps one record per finished chat-model call.
+class UsageCollector(BaseCallbackHandler):
+    """A LangChain callback handler that makes one record per finished chat-model call.
 
     `simulator` stands in for the provider's prompt cache when a call reports none;
-    `clock` is its time in seconds (evals replay gaps between turns through it).
+    `clock` is its time in seconds (evals replay gaps between turns through it); `sink`
+    receives every call (the turn's trace).
     """
 
     def __init__(
@@ -66,12 +65,14 @@ class LLMCallCollector(BaseCallbackHandler):
         observability: ObservabilitySettings,
         simulator: PrefixCacheSimulator | None = None,
         clock: Callable[[], float] = time.time,
+        sink: CallSink | None = None,
     ) -> None:
         self.profile = profile
         self._observability = observability
-        self.calls: list[LLMCallRecord] = []
+        self.records: list[UsageRecord] = []
         self._simulator = simulator
         self._clock = clock
+        self._sink = sink
         self._started: dict[UUID, _Started] = {}
 
     def on_chat_model_start(
@@ -80,17 +81,26 @@ class LLMCallCollector(BaseCallbackHandler):
         messages: list[list[BaseMessage]],
         *,
         run_id: UUID,
+        parent_run_id: UUID | None = None,
         metadata: dict[str, Any] | None = None,
         invocation_params: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         metadata = metadata or {}
-        model = metadata.get("ls_model_name") or (serialized or {}).get("name") or "unknown"
+        model = str(metadata.get("ls_model_name") or (serialized or {}).get("name") or "unknown")
         tools = (invocation_params or {}).get("tools")
         purpose = str(metadata.get(PURPOSE_KEY, "agent"))
-        self._started[run_id] = _Started(
-            time.perf_counter(), purpose, str(model), messages[0], tools
-        )
+        self._started[run_id] = _Started(time.perf_counter(), purpose, model, messages[0], tools)
+        if self._sink is not None:
+            name = kwargs.get("name") or (serialized or {}).get("name") or "chat-model"
+            self._sink.call_started(
+                run_id,
+                parent_run_id,
+                name=str(name),
+                model=model,
+                purpose=purpose,
+                messages=messages[0],
+            )
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         started = self._started.pop(run_id, None)
@@ -98,37 +108,42 @@ class LLMCallCollector(BaseCallbackHandler):
             return
         generation = response.generations[0][0] if response.generations else None
         message = generation.message if isinstance(generation, ChatGeneration) else None
-        model = started.model
-        usage = TokenUsage()
-        if isinstance(message, AIMessage):
-            usage = normalize_usage(message.usage_metadata, message.response_metadata)
-            model = str(message.response_metadata.get("model_name") or model)
+        reply = message if isinstance(message, AIMessage) else None
+        record = self._record(started, reply)
+        if self._observability.metrics_enabled:
+            metrics.record_call(profile=self.profile, record=record)
+        self.records.append(record)
+        if self._sink is not None:
+            self._sink.call_ended(run_id, record, reply)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        # A failed call reports no usage; it is not billed as far as we can know.
+        if self._started.pop(run_id, None) is not None and self._sink is not None:
+            self._sink.call_failed(run_id, error)
+
+    def _record(self, started: _Started, reply: AIMessage | None) -> UsageRecord:
+        usage, model = UsageRecord(), started.model
+        if reply is not None:
+            usage = normalize_usage(reply.usage_metadata, reply.response_metadata)
+            model = str(reply.response_metadata.get("model_name") or model)
         if usage.cache_source == "none" and self._simulator:
             billed_as = billed_model(model, self._observability)
             outcome = self._simulator.observe_call(
                 started.messages, started.tools, self._clock, billed_as
             )
             usage = usage.with_simulated_cache(outcome)
-        price = price_for(model, self._observability)
-        cost = cost_usd(usage, price) if price else 0.0
-        if self._observability.metrics_enabled:
-            metrics.record_call(
-                profile=self.profile,
-                model=model,
-                purpose=started.purpose,
-                usage=usage,
-                cost_usd=cost,
-            )
-        self.calls.append(
-            LLMCallRecord(
-                purpose=started.purpose,
-                model=model,
-                input_tokens=usage.input_tokens,
-                cached_tokens=usage.cached_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                output_tokens=usage.output_tokens,
-                latency_ms=round((time.perf_counter() - started.at) * 1000),
-                cache_source=usage.cache_source,
-                cost_usd=cost,
-            )
+        # The served model's price, else the requested one's (a router may rename it).
+        price = price_for(model, self._observability) or price_for(
+            started.model, self._observability
+        )
+        return UsageRecord(
+            input_tokens=usage.input_tokens,
+            cached_tokens=usage.cached_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            output_tokens=usage.output_tokens,
+            cache_source=usage.cache_source,
+            purpose=started.purpose,
+            model=model,
+            latency_ms=round((time.perf_counter() - started.at) * 1000),
+            cost=cost_parts(usage, price) if price else {},
         )

@@ -1,7 +1,9 @@
 """Prometheus metrics: tokens and cost per LLM call, latency and outcome per turn.
 
 A dedicated registry keeps these apart from the process defaults (and readable in tests);
-`exposition()` is what the `/metrics` route returns. The cache hit rate is
+`exposition()` is what the `/metrics` route returns. Per-call figures are read from the
+call's one `UsageRecord` (the database's `llm_calls.cache_source` says whether its cache
+figures are the provider's or the simulator's). The cache hit rate is
 `rate(supportbot_llm_cached_input_tokens_total) / rate(supportbot_llm_input_tokens_total)`;
 the share of unanswered turns
 `rate(supportbot_turns_total{status!="ok"}) / rate(supportbot_turns_total)`.
@@ -11,7 +13,7 @@ Counters are per process: with several workers, scrape each one.
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
 
-from app.observability.usage import TokenUsage
+from app.observability.usage import UsageRecord
 
 REGISTRY = CollectorRegistry()
 
@@ -27,6 +29,12 @@ INPUT_TOKENS = Counter(
 CACHED_TOKENS = Counter(
     "supportbot_llm_cached_input_tokens",
     "Input tokens served from the prompt cache",
+    _CALL_LABELS,
+    registry=REGISTRY,
+)
+CACHE_WRITE_TOKENS = Counter(
+    "supportbot_llm_cache_write_input_tokens",
+    "Input tokens written to the prompt cache",
     _CALL_LABELS,
     registry=REGISTRY,
 )
@@ -63,16 +71,40 @@ UNDELIVERED = Counter(
 )
 
 
-def record_call(
-    *, profile: str, model: str, purpose: str, usage: TokenUsage, cost_usd: float | None
-) -> None:
-    labels = {"profile": profile, "model": model, "purpose": purpose}
+LANGFUSE_FAILURES = Counter(
+    "supportbot_langfuse_export_failures",
+    "Requests to Langfuse that failed (an error status or no answer in time), by signal: "
+    "spans or scores; the SDK retries some of them",
+    ("signal",),
+    registry=REGISTRY,
+)
+
+LANGFUSE_DROPPED = Counter(
+    "supportbot_langfuse_dropped",
+    "Spans and scores that never reached Langfuse: spans of a failed export, and what was "
+    "still undelivered when the tracer closed (shutdown waits a bounded time)",
+    ("signal",),
+    registry=REGISTRY,
+)
+
+
+def record_call(*, profile: str, record: UsageRecord) -> None:
+    labels = {"profile": profile, "model": record.model, "purpose": record.purpose}
     LLM_CALLS.labels(**labels).inc()
-    INPUT_TOKENS.labels(**labels).inc(usage.input_tokens)
-    CACHED_TOKENS.labels(**labels).inc(usage.cached_tokens)
-    OUTPUT_TOKENS.labels(**labels).inc(usage.output_tokens)
-    if cost_usd is not None:
-        COST_USD.labels(**labels).inc(cost_usd)
+    INPUT_TOKENS.labels(**labels).inc(record.input_tokens)
+    CACHED_TOKENS.labels(**labels).inc(record.cached_tokens)
+    CACHE_WRITE_TOKENS.labels(**labels).inc(record.cache_write_tokens)
+    OUTPUT_TOKENS.labels(**labels).inc(record.output_tokens)
+    COST_USD.labels(**labels).inc(record.cost_usd)
+
+
+def count_langfuse_failure(signal: str) -> None:
+    LANGFUSE_FAILURES.labels(signal=signal).inc()
+
+
+def count_langfuse_dropped(signal: str, items: int) -> None:
+    if items > 0:
+        LANGFUSE_DROPPED.labels(signal=signal).inc(items)
 
 
 def observe_turn(*, profile: str, channel: str, seconds: float) -> None:

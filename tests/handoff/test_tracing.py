@@ -10,8 +10,7 @@ from app.db.engine import sync_url
 from app.db.models import Turn
 from app.settings import LangfuseSettings, Settings
 from tests.conftest import make_client
-from tests.observability.conftest import LocalServer
-from tests.observability.test_tracing import _spans
+from tests.observability.conftest import LocalServer, exported_spans
 
 KEY = "api:acme:traced"
 
@@ -33,7 +32,7 @@ def test_turns_of_a_handoff_are_tagged(
 
     tagged = {
         span["trace_id"]
-        for span in _spans(local_server)
+        for span in exported_spans(local_server)
         if "handoff" in span.get("langfuse.trace.tags", [])
     }
     assert tagged == {traces[1], traces[2]}  # not the first: no handoff yet

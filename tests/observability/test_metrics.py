@@ -1,9 +1,10 @@
 import pytest
 
 from app.observability import metrics
-from app.observability.usage import TokenUsage
+from app.observability.usage import UsageRecord
 
 LABELS = {"profile": "client", "model": "gemini-3.1-pro", "purpose": "agent"}
+PRICED = {"input": 0.0004, "input_cache_read": 0.0002, "output": 0.00024}
 
 
 def _value(name: str, labels: dict[str, str]) -> float:
@@ -17,13 +18,16 @@ def test_calls_add_tokens_and_cost_per_profile_model_and_purpose() -> None:
             "supportbot_llm_calls_total",
             "supportbot_llm_input_tokens_total",
             "supportbot_llm_cached_input_tokens_total",
+            "supportbot_llm_cache_write_input_tokens_total",
             "supportbot_llm_output_tokens_total",
             "supportbot_llm_cost_usd_total",
         )
     }
 
-    metrics.record_call(**LABELS, usage=TokenUsage(1200, 1000, 0, 20, "provider"), cost_usd=0.00084)
-    metrics.record_call(**LABELS, usage=TokenUsage(1500, 1200, 0, 50, "provider"), cost_usd=None)
+    first = UsageRecord(1200, 1000, 0, 20, "provider", "agent", "gemini-3.1-pro", cost=PRICED)
+    second = UsageRecord(1500, 1200, 100, 50, "provider", "agent", "gemini-3.1-pro")  # unpriced
+    metrics.record_call(profile="client", record=first)
+    metrics.record_call(profile="client", record=second)
 
     def added(name: str) -> float:
         return _value(name, LABELS) - before[name]
@@ -31,6 +35,7 @@ def test_calls_add_tokens_and_cost_per_profile_model_and_purpose() -> None:
     assert added("supportbot_llm_calls_total") == 2
     assert added("supportbot_llm_input_tokens_total") == 2700
     assert added("supportbot_llm_cached_input_tokens_total") == 2200
+    assert added("supportbot_llm_cache_write_input_tokens_total") == 100
     assert added("supportbot_llm_output_tokens_total") == 70
     assert added("supportbot_llm_cost_usd_total") == pytest.approx(0.00084)  # unpriced: nothing
 
@@ -49,7 +54,9 @@ def test_turn_latency_lands_in_its_bucket() -> None:
 
 
 def test_exposition_is_the_prometheus_text_format() -> None:
-    metrics.record_call(**LABELS, usage=TokenUsage(10, 0, 0, 1), cost_usd=0.0)
+    metrics.record_call(
+        profile="client", record=UsageRecord(10, 0, 0, 1, purpose="agent", model="gemini-3.1-pro")
+    )
 
     body, content_type = metrics.exposition()
 

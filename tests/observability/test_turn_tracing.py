@@ -1,7 +1,6 @@
 """A whole turn through the app with Langfuse on: one trace per turn in the conversation's
 session, with its scores, and the widget's feedback as a score on that trace."""
 
-import json
 import uuid
 from pathlib import Path
 
@@ -13,8 +12,7 @@ from app.db.models import Turn
 from app.settings import LangfuseSettings, Settings
 from tests.conftest import make_client
 
-from .conftest import LocalServer
-from .test_tracing import SCORES_PATH, _spans
+from .conftest import LocalServer, exported_scores, exported_spans
 
 
 def test_turns_are_traced_scored_and_rated(
@@ -46,17 +44,18 @@ def test_turns_are_traced_scored_and_rated(
     trace_ids = [trace_id for trace_id in stored if trace_id is not None]
     assert len(set(trace_ids)) == len(stored) == 2
 
-    spans = _spans(local_server)
+    spans = exported_spans(local_server)
     assert {span["trace_id"] for span in spans} == set(trace_ids)
     assert {span["session.id"] for span in spans} == {key}
     generations = [s for s in spans if s.get("langfuse.observation.type") == "generation"]
     assert len(generations) == 4  # two model calls per turn
 
-    scores = [s for body in local_server.bodies(SCORES_PATH) for s in json.loads(body)]
+    scores = exported_scores(local_server)
     by_trace: dict[str, set[str]] = {}
     for score in scores:
         by_trace.setdefault(score["traceId"], set()).add(score["name"])
-    assert by_trace[trace_ids[0]] == {"cache_hit_rate", "context_tokens"}
-    assert by_trace[trace_ids[1]] == {"cache_hit_rate", "context_tokens", "user_feedback"}
+    turn_scores = {"cache_hit_rate", "context_tokens", "prefix_kept"}
+    assert by_trace[trace_ids[0]] == turn_scores
+    assert by_trace[trace_ids[1]] == {*turn_scores, "user_feedback"}
     feedback = next(s for s in scores if s["name"] == "user_feedback")
     assert feedback["value"] == 1.0

@@ -7,7 +7,14 @@ from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 
 from app.observability.simulator import CacheOutcome
-from app.observability.usage import SIMULATED_CACHE_KEY, TokenUsage, normalize_usage
+from app.observability.usage import (
+    SIMULATED_CACHE_KEY,
+    UsageRecord,
+    UsageTotals,
+    langfuse_cost_details,
+    langfuse_usage_details,
+    normalize_usage,
+)
 
 from .conftest import LocalServer
 
@@ -49,7 +56,7 @@ def test_openai_cached_tokens_are_part_of_the_prompt_tokens(local_server: LocalS
 
     usage = normalize_usage(reply.usage_metadata, reply.response_metadata)
 
-    assert usage == TokenUsage(
+    assert usage == UsageRecord(
         input_tokens=2006,
         cached_tokens=1920,
         cache_write_tokens=0,
@@ -97,7 +104,7 @@ def test_openai_compatible_server_without_cache_details_reports_no_cache(
 
     usage = normalize_usage(reply.usage_metadata, reply.response_metadata)
 
-    assert usage == TokenUsage(input_tokens=700, output_tokens=20, cache_source="none")
+    assert usage == UsageRecord(input_tokens=700, output_tokens=20, cache_source="none")
 
 
 # What langchain-anthropic builds from Anthropic's usage (its `_create_usage_metadata`):
@@ -121,7 +128,7 @@ def test_anthropic_through_langchain() -> None:
         ANTHROPIC_USAGE_METADATA, {"usage": ANTHROPIC_RAW, "model": "claude-haiku-4-5"}
     )
 
-    assert usage == TokenUsage(
+    assert usage == UsageRecord(
         input_tokens=10821,
         cached_tokens=9000,
         cache_write_tokens=1800,
@@ -134,7 +141,7 @@ def test_anthropic_through_langchain() -> None:
 def test_anthropic_raw_usage_alone_adds_the_cache_back_to_the_input() -> None:
     usage = normalize_usage(None, {"usage": ANTHROPIC_RAW})
 
-    assert usage == TokenUsage(
+    assert usage == UsageRecord(
         input_tokens=10821,
         cached_tokens=9000,
         cache_write_tokens=1800,
@@ -155,19 +162,34 @@ def test_simulated_cache_is_labelled_as_such() -> None:
 
     assert plain.cache_source == "none"
     assert (flagged.cached_tokens, flagged.cache_source) == (4096, "simulated")
-    assert replayed == TokenUsage(5000, 4096, 904, 80, "simulated")
+    assert replayed == UsageRecord(5000, 4096, 904, 80, "simulated")
 
 
 def test_missing_usage_is_zero() -> None:
-    assert normalize_usage(None, None) == TokenUsage()
-    assert TokenUsage().cache_hit_rate == 0.0
+    assert normalize_usage(None, None) == UsageRecord()
+    assert UsageRecord().cache_hit_rate == 0.0
 
 
 def test_usages_of_a_turn_add_up() -> None:
-    first = TokenUsage(1200, 1000, 0, 20, "provider")
-    second = TokenUsage(1500, 1200, 100, 50, "provider")
+    first = UsageRecord(1200, 1000, 0, 20, "provider", cost={"input": 0.001, "output": 0.002})
+    second = UsageRecord(1500, 1200, 100, 50, "provider", cost={"input": 0.004})
 
-    total = TokenUsage() + first + second
+    total = UsageTotals.of([first, second])
 
-    assert total == TokenUsage(2700, 2200, 100, 70, "provider")
-    assert total.cache_hit_rate == pytest.approx(2200 / 2700)
+    assert total == UsageTotals(2, 2700, 2200, 100, 70, total.cost_usd)
+    assert total.cost_usd == pytest.approx(0.007)
+    assert total.cached_share == pytest.approx(2200 / 2700)
+
+
+def test_langfuse_reads_the_record_input_as_uncached_input_only() -> None:
+    priced = UsageRecord(1500, 1200, 100, 50, "simulated", cost={"input": 0.4, "output": 0.1})
+
+    assert langfuse_usage_details(priced) == {
+        "input": 200,
+        "input_cache_read": 1200,
+        "input_cache_creation": 100,
+        "output": 50,
+        "total": 1550,
+    }
+    assert langfuse_cost_details(priced) == {"input": 0.4, "output": 0.1, "total": 0.5}
+    assert langfuse_cost_details(UsageRecord(10, 0, 0, 1)) is None  # unpriced
