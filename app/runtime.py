@@ -44,7 +44,10 @@ def agent_factory(
     """One compiled agent per memory profile, built on first use."""
     tools = [
         knowledge_search_tool(
-            retriever, settings.knowledge.top_k, settings.knowledge.result_token_budget
+            retriever,
+            settings.knowledge.top_k,
+            settings.knowledge.result_token_budget,
+            settings.knowledge.language,
         )
     ]
     if expert := ask_expert_tool(settings, expert_model):  # None: no search backend set

@@ -55,6 +55,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.agent.messages import count_message_tokens, message_text, strip_author
 from app.observability.simulator import request_tokens
+from knowledge.keywords import query_language as language_of
 from knowledge.loaders import UNKNOWN_LANGUAGE, language_from_path
 
 SEARCH_TOOL = "search_knowledge_base"
@@ -120,10 +121,6 @@ _REQUEST_WORDS = {
     "ru": {"как", "где", "что", "какой", "какая", "почему", "когда", "можно", "нужно",
            "надо", "помогите", "подскажите"},
 }
-_GERMAN_WORDS = frozenset({
-    "ich", "wie", "wo", "der", "die", "das", "und", "nicht", "ist", "ein", "eine", "kann",
-    "mit", "für", "wir", "sie", "auf", "zu", "den", "dem", "bei", "muss", "gibt", "es",
-})
 
 # Words a reformulated query leaves out: they match every page equally.
 _STOPWORDS = frozenset({
@@ -186,16 +183,6 @@ def _page_language(passage: dict[str, Any]) -> str:
 
 def _passage_stems(passage: dict[str, Any]) -> set[str]:
     return _stems(f"{passage.get('title', '')} {passage.get('heading', '')} {passage['text']}")
-
-
-def language_of(text: str) -> str:
-    """`ru`, `de` or `en`: enough to greet and to say "not found" in the asker's language."""
-    if re.search(r"[а-яё]", text, re.IGNORECASE):
-        return "ru"
-    words = {w.lower() for w in _WORD.findall(text)}
-    if re.search(r"[äöüß]", text, re.IGNORECASE) or len(words & _GERMAN_WORDS) >= 2:
-        return "de"
-    return "en"
 
 
 def _opener(text: str, openers: dict[str, tuple[str, ...]]) -> str | None:
