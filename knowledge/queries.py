@@ -29,7 +29,8 @@ _FILLER = frozenset({
     "what", "when", "where", "which", "who", "why", "with", "this", "that", "these", "those",
     "there", "then", "them", "they", "have", "has", "had", "does", "did", "was", "were",
     "will", "would", "should", "could", "into", "from", "about", "also", "just", "only",
-    "some", "any", "all", "its", "don", "isn", "please", "thanks", "we", "do", "is", "in",
+    "some", "any", "all", "its", "don", "isn", "doesn", "didn", "aren", "won", "please",
+    "thanks", "we", "do", "is", "in",
     "to", "of", "on", "it", "my", "me", "an", "or", "so", "be", "if", "at",
 })
 # fmt: on

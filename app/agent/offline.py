@@ -4,7 +4,9 @@ It answers like a help desk that works from the documentation:
 
 - a greeting or a thank-you (English, German, Russian) gets a short reply in kind and no
   search;
-- anything else is searched with `search_knowledge_base`; given this turn's passages it
+- anything else is searched with `search_knowledge_base` (a follow-up such as "and for
+  ATM withdrawals?" together with the previous question's topic,
+  `knowledge.queries.contextual_query`); given this turn's passages it
   answers from the first relevant one, pages in the asker's language first: its numbered
   steps in order, menu paths (`Business → Customer → New Invoice`) as written, or else
   its sentences that best match the question. It names that page once, at the end, so
@@ -57,6 +59,7 @@ from app.agent.messages import count_message_tokens, message_text, strip_author
 from app.observability.simulator import request_tokens
 from knowledge.keywords import query_language as language_of
 from knowledge.loaders import UNKNOWN_LANGUAGE, language_from_path
+from knowledge.queries import contextual_query
 
 SEARCH_TOOL = "search_knowledge_base"
 EXPERT_TOOL = "ask_expert"
@@ -398,10 +401,11 @@ class OfflineChatModel(BaseChatModel):
 
     @staticmethod
     def _queries(question: str, previous: str | None, passages: list[dict[str, Any]]) -> list[str]:
-        """The question, then reformulations: with the previous message's words (a
-        followup names its topic there), with the best heading found so far, keywords."""
+        """The question (a follow-up with the previous message's topic before it), then
+        reformulations: with the previous message's words, with the best heading found so
+        far, keywords."""
         keywords = _keywords(question)
-        candidates = [question]
+        candidates = [contextual_query(question, previous)]
         if previous:
             candidates.append(f"{_keywords(previous)} {keywords}")
         if passages:
