@@ -141,6 +141,12 @@ class KnowledgeSettings(BaseModel):
         description="weight of in-process BM25 added to the dense score for queries in "
         "`language` (0: dense only)",
     )
+    static_weight: float = Field(
+        0.005,
+        ge=0,
+        description="weight of WordLlama (a static English embedder) added like BM25 when "
+        "`language` is `en` (0: off)",
+    )
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
     min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
     embed_tokens: int = Field(128, description="leading tokens of a passage the embedder sees")

@@ -312,6 +312,7 @@ def run_bench(
                     embedder=chosen,
                     language=knowledge.language,
                     keyword_weight=knowledge.keyword_weight,
+                    static_weight=knowledge.static_weight,
                     chunk_tokens=knowledge.chunk_tokens,
                     min_chunk_tokens=knowledge.min_chunk_tokens,
                     embed_tokens=knowledge.embed_tokens,
@@ -365,12 +366,15 @@ def _bench(
     }
     console.print(f"ingest: {figures['ingest']}")
     query_sets = _query_sets(evals_dir)
-    fused_weight = kb.keyword_weight
-    modes = {"dense": 0.0, f"dense + {fused_weight} BM25": fused_weight}
+    configured = (kb.keyword_weight, kb.static_weight)
+    modes = {
+        "dense": (0.0, 0.0),
+        f"+ {configured[0]} BM25": (configured[0], 0.0),
+        f"+ {configured[0]} BM25 + {configured[1]} WordLlama": configured,
+    }
     table = Table("queries", "mode", "n", "hit@1", "hit@5", "MRR@10")
     for name, queries in query_sets.items():
-        for mode, weight in modes.items():
-            kb.keyword_weight = weight
+        for mode, (kb.keyword_weight, kb.static_weight) in modes.items():
             scores = bench.score_retrieval(kb, queries, language=language or None)
             figures["retrieval"][f"{mode} · {name}"] = scores.as_dict()
             table.add_row(
@@ -383,12 +387,11 @@ def _bench(
             )
     console.print(table)
     texts = [query.text for query in query_sets["dev, turn text"]]
-    for mode, weight in modes.items():
-        kb.keyword_weight = weight
+    for mode, (kb.keyword_weight, kb.static_weight) in modes.items():
         latency = bench.measure_latency(kb, texts, top_k, language=language or None)
         figures["latency_ms"][mode] = latency.as_dict()
         console.print(f"latency ({mode}, k={top_k}): {latency.as_dict()}")
-    kb.keyword_weight = fused_weight
+    kb.keyword_weight, kb.static_weight = configured
     # ru_maxrss: the process's peak, in KiB on Linux (embedder, ingest, BM25 index).
     figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     console.print(f"peak RSS: {figures['peak_rss_mb']} MB")

@@ -3,8 +3,9 @@
 Local mode (a folder on disk) by default, a Qdrant server by URL and API key otherwise:
 the same code. Every chunk is a point with a dense vector (the embedder) and a BM25 sparse
 vector; a search uses the dense one, or (`hybrid`) fuses both with reciprocal rank fusion
-in Qdrant. A query in the documentation's language (`language`) is also scored by BM25 in
-this process (`knowledge.keywords`) and the two scores are added (`keyword_weight`).
+in Qdrant. A query in the documentation's language (`language`) is also scored in this
+process by BM25 and, for English, WordLlama (`knowledge.keywords`), and the scores are
+added (`keyword_weight`, `static_weight`).
 
 Ingestion mirrors a folder: each file's fingerprint (its bytes, the embedder and the
 chunking settings) is stored with its chunks, so re-ingesting skips unchanged files,
@@ -55,6 +56,9 @@ KEYWORD_INDEX_CHECK_SECONDS = 30.0
 # Fusion: cosine + keyword_weight × BM25 relative to the query's best passage. e5's cosines
 # of the top passages lie within ~0.1 of each other, so 0.03 is "BM25 counts 30% of that".
 DEFAULT_KEYWORD_WEIGHT = 0.03
+# WordLlama adds static_weight × (its cosine's z-score over the passages): 0.005 makes two
+# standard deviations worth a third of BM25's best. Chosen on the dev conversations.
+DEFAULT_STATIC_WEIGHT = 0.005
 # An unfiltered search fetches this many times its candidates, then keeps those in the
 # query's language and the documentation's (see `search_by_vector`).
 LANGUAGE_DEPTH_FACTOR = 2
@@ -126,8 +130,9 @@ class _SharedClient:
     client: QdrantClient
     lock: contextlib.AbstractContextManager[Any]
     users: int = 0
-    # collection -> (points when built, monotonic time of the last check, index)
-    keyword_indexes: dict[tuple[str, str], tuple[int, float, KeywordIndex]] = field(
+    # (collection, language, with WordLlama) -> (points when built, time of the last check,
+    # index)
+    keyword_indexes: dict[tuple[str, str, bool], tuple[int, float, KeywordIndex]] = field(
         default_factory=dict
     )
 
@@ -148,6 +153,7 @@ class KnowledgeBase:
         hybrid: bool = False,
         language: str = "en",
         keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+        static_weight: float = DEFAULT_STATIC_WEIGHT,
         chunk_tokens: int = 350,
         min_chunk_tokens: int = 100,
         embed_tokens: int = 128,
@@ -161,6 +167,7 @@ class KnowledgeBase:
         self.hybrid = hybrid
         self.language = language
         self.keyword_weight = keyword_weight
+        self.static_weight = static_weight
         self.chunk_tokens = chunk_tokens
         self.min_chunk_tokens = min_chunk_tokens
         self.embed_tokens = embed_tokens
@@ -208,6 +215,7 @@ class KnowledgeBase:
                 hybrid=settings.hybrid,
                 language=settings.language,
                 keyword_weight=settings.keyword_weight,
+                static_weight=settings.static_weight,
                 chunk_tokens=settings.chunk_tokens,
                 min_chunk_tokens=settings.min_chunk_tokens,
                 embed_tokens=settings.embed_tokens,
@@ -302,40 +310,49 @@ class KnowledgeBase:
         return _spread_over_pages(candidates, k, self.passages_per_page)
 
     def _fuses_keywords(self, query: str, language: str | None) -> bool:
-        """BM25 knows the documentation's words: it helps a query in that language and
-        hurts one in another (README, knowledge-base section)."""
+        """BM25 (and WordLlama) know the documentation's words: they help a query in its
+        language and hurt one in another (README, knowledge-base section)."""
         return (
-            self.keyword_weight > 0
+            (self.keyword_weight > 0 or self._uses_static)
             and language in (None, self.language)
             and query_language(query) == self.language
         )
 
+    @property
+    def _uses_static(self) -> bool:
+        return self.static_weight > 0 and self.language == "en"  # WordLlama is English
+
     def _with_keywords(
         self, name: str, query: str, ids: list[str], dense: list[Passage], depth: int
     ) -> list[Passage]:
-        """Dense candidates and BM25's best, scored cosine + weight × relative BM25. A
-        passage only BM25 found gets the lowest cosine among the dense candidates."""
-        hits = dict(self._keyword_index(name).search(query, depth))
-        if not hits:
+        """Dense candidates and the best of BM25 and WordLlama, scored cosine + weight ×
+        relative BM25 + weight × WordLlama's z-score. A passage the dense search did not
+        find gets the lowest cosine among its candidates."""
+        index = self._keyword_index(name)
+        keyword = dict(index.search(query, depth)) if self.keyword_weight > 0 else {}
+        static = dict(index.static_search(query, depth)) if self._uses_static else {}
+        if not keyword and not static:
             return dense
         floor = min((passage.score for passage in dense), default=0.0)
         scored = {point_id: passage for point_id, passage in zip(ids, dense, strict=True)}
-        for point_id, hit in hits.items():
+        for point_id, hit in (keyword | static).items():
             scored.setdefault(point_id, replace(hit.passage, score=floor))
+
+        def extra(point_id: str) -> float:
+            words = keyword[point_id].score if point_id in keyword else 0.0
+            nearness = static[point_id].score if point_id in static else 0.0
+            return self.keyword_weight * words + self.static_weight * nearness
+
         fused = [
-            replace(
-                passage,
-                score=passage.score
-                + self.keyword_weight * (hits[point_id].score if point_id in hits else 0.0),
-            )
+            replace(passage, score=passage.score + extra(point_id))
             for point_id, passage in scored.items()
         ]
         return sorted(fused, key=lambda passage: passage.score, reverse=True)
 
     def _keyword_index(self, name: str) -> KeywordIndex:
-        """The BM25 index of the collection's passages in `language`: built on first use,
-        rebuilt when the collection's size changes (checked every few seconds)."""
-        key = (name, self.language)
+        """The in-process index of the collection's passages in `language`: built on first
+        use, rebuilt when the collection's size changes (checked every few seconds)."""
+        key = (name, self.language, self._uses_static)
         now = time.monotonic()
         cached = self._shared.keyword_indexes.get(key)
         if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
@@ -354,6 +371,7 @@ class KnowledgeBase:
                 if payload.get("language") == self.language
             ),
             self.language,
+            static=self._uses_static,
         )
         self._shared.keyword_indexes[key] = (points, now, index)
         return index
@@ -396,7 +414,8 @@ class KnowledgeBase:
                     report.documents_deleted += 1
                     report.chunks_deleted += chunk_count
         if report.changed:  # this process's searches see the new passages at once
-            self._shared.keyword_indexes.pop((name, self.language), None)
+            for key in [key for key in self._shared.keyword_indexes if key[0] == name]:
+                del self._shared.keyword_indexes[key]
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 

@@ -1,12 +1,13 @@
 """In-process BM25, its fusion with the dense search, the languages a search takes
 passages in, and knowledge bases opened from settings."""
 
+import socket
 from pathlib import Path
 
 import pytest
 
 from app.settings import KnowledgeSettings
-from knowledge.keywords import KeywordIndex, query_language
+from knowledge.keywords import KeywordIndex, query_language, wordllama
 from knowledge.store import KnowledgeBase
 from knowledge.types import Passage
 from tests.knowledge.conftest import copy_pages
@@ -125,3 +126,27 @@ def test_from_settings_honours_each_calls_settings_over_one_client(tmp_path: Pat
     finally:
         second.close()
     assert not second.ping()
+
+
+def test_wordllama_loads_from_its_wheel_without_opening_a_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a socket was opened")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    wordllama.cache_clear()
+    index = KeywordIndex(
+        [
+            ("car", _passage("Selling a car or a house that is still financed.", "car.html")),
+            ("tax", _passage("Sales tax tables hold the rates applied to invoices.", "tax.html")),
+        ],
+        "en",
+        static=True,
+    )
+    nearest = index.static_search("I sold my old automobile", 2)
+    assert [point_id for point_id, _ in nearest] == ["car", "tax"]
+    assert nearest[0][1].score > nearest[1][1].score
+    assert KeywordIndex([("car", _passage("car", "car.html"))], "en").static_search("car", 1) == []
