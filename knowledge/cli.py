@@ -228,6 +228,7 @@ def search(
                 "title": p.title,
                 "heading": p.heading,
                 "score": p.score,
+                "similarity": p.similarity,
                 "text": p.text,
             }
             for p in passages

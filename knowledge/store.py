@@ -336,7 +336,7 @@ class KnowledgeBase:
         floor = min((passage.score for passage in dense), default=0.0)
         scored = {point_id: passage for point_id, passage in zip(ids, dense, strict=True)}
         for point_id, hit in (keyword | static).items():
-            scored.setdefault(point_id, replace(hit.passage, score=floor))
+            scored.setdefault(point_id, replace(hit.passage, score=floor, similarity=floor))
 
         def extra(point_id: str) -> float:
             words = keyword[point_id].score if point_id in keyword else 0.0
@@ -638,7 +638,8 @@ def _spread_over_pages(candidates: list[Passage], k: int, per_page: int) -> list
 
 
 def _passage(point: models.ScoredPoint) -> Passage:
-    return replace(_passage_of(point.payload or {}), score=float(point.score))
+    score = float(point.score)
+    return replace(_passage_of(point.payload or {}), score=score, similarity=score)
 
 
 def _passage_of(payload: dict[str, Any]) -> Passage:

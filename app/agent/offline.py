@@ -14,9 +14,9 @@ It answers like a help desk that works from the documentation:
   "Source:" line of its own);
 - when no passage is relevant enough it says it did not find this in the documentation
   and suggests rephrasing or asking a person, instead of quoting an unrelated page. A
-  passage is relevant when its retrieval score (in the tool's artifact) reaches
-  `min_score` and it shares `min_shared_words` of the question's content words (a
-  follow-up's: of the previous user message's). `min_score` is calibrated for the default
+  passage is relevant when its embedding similarity (in the tool's artifact; its score
+  when it has none) reaches `min_score` and it shares `min_shared_words` of the
+  question's content words (a follow-up's: of the previous user message's). `min_score` is calibrated for the default
   embedder (e5) on the dev scenarios with `supportbot eval answers` (evals/answers.py);
   retrievers that give no score (0.0, such as test doubles) are judged by words alone;
 - asked which release is the newest or current, it says the documentation cannot tell
@@ -426,10 +426,11 @@ class OfflineChatModel(BaseChatModel):
         )
 
     def relevant(self, question: str, previous: str | None, passage: dict[str, Any]) -> bool:
-        """Relevant enough to answer from: its retrieval score, when it has one, reaches
+        """Relevant enough to answer from: its similarity, when it has one, reaches
         `min_score`, and it shares `min_shared_words` of the question's content words (a
         follow-up's that many of the previous user message's, where it names its topic)."""
-        score = float(passage.get("score") or 0.0)
+        # the embedding's similarity: fused ranking scores (BM25 …) run higher
+        score = float(passage.get("similarity") or passage.get("score") or 0.0)
         if score and score < self.min_score:
             return False
         words = _passage_stems(passage)
