@@ -18,7 +18,8 @@ It answers like a help desk that works from the documentation:
   when it has none) reaches `min_score` and it shares `min_shared_words` of the
   question's content words (a follow-up's: of the previous user message's). `min_score`
   is calibrated for the default embedder (e5) on the dev scenarios with
-  `supportbot eval answers` (evals/answers.py); retrievers that give no score (0.0, such as test doubles) are judged by words alone;
+  `supportbot eval answers` (evals/answers.py); retrievers that give no score (0.0, such
+  as test doubles) are judged by words alone;
 - asked which release is the newest or current, it says the documentation cannot tell
   (it describes one release) and points to the release notes.
 
