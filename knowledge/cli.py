@@ -367,16 +367,16 @@ def _bench(
     }
     console.print(f"ingest: {figures['ingest']}")
     query_sets = _query_sets(evals_dir)
-    configured = (kb.keyword_weight, kb.static_weight)
+    words, static = kb.keyword_weight, kb.static_weight
     modes = {
-        "dense": (0.0, 0.0),
-        f"+ {configured[0]} BM25": (configured[0], 0.0),
-        f"+ {configured[0]} BM25 + {configured[1]} WordLlama": configured,
+        "dense": kb.with_options(keyword_weight=0.0, static_weight=0.0),
+        f"+ {words} BM25": kb.with_options(static_weight=0.0),
+        f"+ {words} BM25 + {static} WordLlama": kb,
     }
     table = Table("queries", "mode", "n", "hit@1", "hit@5", "MRR@10")
     for name, queries in query_sets.items():
-        for mode, (kb.keyword_weight, kb.static_weight) in modes.items():
-            scores = bench.score_retrieval(kb, queries, language=language or None)
+        for mode, searched in modes.items():
+            scores = bench.score_retrieval(searched, queries, language=language or None)
             figures["retrieval"][f"{mode} · {name}"] = scores.as_dict()
             table.add_row(
                 name,
@@ -388,11 +388,10 @@ def _bench(
             )
     console.print(table)
     texts = [query.text for query in query_sets["dev, turn text"]]
-    for mode, (kb.keyword_weight, kb.static_weight) in modes.items():
-        latency = bench.measure_latency(kb, texts, top_k, language=language or None)
+    for mode, searched in modes.items():
+        latency = bench.measure_latency(searched, texts, top_k, language=language or None)
         figures["latency_ms"][mode] = latency.as_dict()
         console.print(f"latency ({mode}, k={top_k}): {latency.as_dict()}")
-    kb.keyword_weight, kb.static_weight = configured
     # ru_maxrss: the process's peak, in KiB on Linux (embedder, ingest, BM25 index).
     figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     console.print(f"peak RSS: {figures['peak_rss_mb']} MB")

@@ -14,6 +14,7 @@ ingested from the same folder are compared, so several folders can share a colle
 """
 
 import contextlib
+import copy
 import hashlib
 import threading
 import time
@@ -122,6 +123,17 @@ class _PendingDocument:
     replaces: int  # chunks of the previous version to delete (0 for a new document)
 
 
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a knowledge base searches; fixed for its life (`with_options` makes another)."""
+
+    hybrid: bool = False  # Qdrant's RRF of dense and sparse BM25 vectors
+    language: str = "en"  # the documentation's: BM25 and WordLlama score queries in it
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT
+    static_weight: float = DEFAULT_STATIC_WEIGHT
+    passages_per_page: int = 1
+
+
 @dataclass
 class _SharedClient:
     """One Qdrant client per location and process (a local folder admits one), shared by
@@ -164,14 +176,12 @@ class KnowledgeBase:
         self.collection = collection
         self.location = location
         self.embedder = embedder or get_embedder(DEFAULT_EMBEDDER)
-        self.hybrid = hybrid
-        self.language = language
-        self.keyword_weight = keyword_weight
-        self.static_weight = static_weight
+        self.options = SearchOptions(
+            hybrid, language, keyword_weight, static_weight, passages_per_page
+        )
         self.chunk_tokens = chunk_tokens
         self.min_chunk_tokens = min_chunk_tokens
         self.embed_tokens = embed_tokens
-        self.passages_per_page = passages_per_page
         self._local = location.startswith("local:")
         # The local-mode client is not thread-safe; a server client is.
         self._shared = shared or _SharedClient(
@@ -221,6 +231,33 @@ class KnowledgeBase:
                 embed_tokens=settings.embed_tokens,
                 passages_per_page=settings.passages_per_page,
             )
+
+    @property
+    def hybrid(self) -> bool:
+        return self.options.hybrid
+
+    @property
+    def language(self) -> str:
+        return self.options.language
+
+    @property
+    def keyword_weight(self) -> float:
+        return self.options.keyword_weight
+
+    @property
+    def static_weight(self) -> float:
+        return self.options.static_weight
+
+    @property
+    def passages_per_page(self) -> int:
+        return self.options.passages_per_page
+
+    def with_options(self, **changes: Any) -> "KnowledgeBase":
+        """This knowledge base searching with other `SearchOptions`: same client, same
+        collection and caches. A view: close this one, not it."""
+        view = copy.copy(self)
+        view.options = replace(self.options, **changes)
+        return view
 
     def close(self) -> None:
         """Release this knowledge base's use of the client; the last user closes it."""

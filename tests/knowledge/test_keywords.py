@@ -11,7 +11,6 @@ from knowledge.keywords import KeywordIndex, query_language, wordllama
 from knowledge.store import KnowledgeBase
 from knowledge.types import Passage
 from tests.knowledge.conftest import copy_pages
-from tests.knowledge.test_retrieval import configured
 
 
 def _passage(text: str, source: str) -> Passage:
@@ -58,7 +57,7 @@ def test_keyword_index_stems_with_the_documentation_language() -> None:
 
 def test_an_english_query_adds_bm25_to_the_dense_score(knowledge_base: KnowledgeBase) -> None:
     query = "export transactions to a CSV file"
-    dense = configured(knowledge_base, keyword_weight=0.0).search(query, 3)
+    dense = knowledge_base.with_options(keyword_weight=0.0).search(query, 3)
     fused = knowledge_base.search(query, 3)
     assert fused[0].source == "gnucash-help-en/trans-export.html"
     by_source = {passage.source: passage.score for passage in dense}
@@ -71,7 +70,7 @@ def test_a_query_in_another_language_is_searched_dense_only(
     knowledge_base: KnowledgeBase,
 ) -> None:
     query = "Wie exportiere ich alle Buchungen als CSV-Datei für die Tabelle?"
-    dense = configured(knowledge_base, keyword_weight=0.0).search(query, 4)
+    dense = knowledge_base.with_options(keyword_weight=0.0).search(query, 4)
     assert knowledge_base.search(query, 4) == dense
 
 
@@ -84,7 +83,7 @@ def test_the_keyword_index_follows_this_process_ingests(tmp_path: Path) -> None:
         assert all(p.source != "gnucash-help-en/trans-reverse.html" for p in kb.search(query, 3))
         copy_pages(["gnucash-help-en/trans-reverse.html"], folder)
         kb.ingest(folder)
-        dense = configured(kb, keyword_weight=0.0).search(query, 1)[0]
+        dense = kb.with_options(keyword_weight=0.0).search(query, 1)[0]
         fused = kb.search(query, 1)[0]
         assert fused.source == "gnucash-help-en/trans-reverse.html"
         assert fused.score > dense.score  # BM25 knows the new page
@@ -150,3 +149,15 @@ def test_wordllama_loads_from_its_wheel_without_opening_a_socket(
     assert [point_id for point_id, _ in nearest] == ["car", "tax"]
     assert nearest[0][1].score > nearest[1][1].score
     assert KeywordIndex([("car", _passage("car", "car.html"))], "en").static_search("car", 1) == []
+
+
+def test_search_options_are_fixed_and_with_options_makes_a_view(
+    knowledge_base: KnowledgeBase,
+) -> None:
+    with pytest.raises(AttributeError):
+        knowledge_base.hybrid = True  # type: ignore[misc]
+    dense = knowledge_base.with_options(keyword_weight=0.0, static_weight=0.0)
+    assert (dense.keyword_weight, knowledge_base.keyword_weight) == (0.0, 0.03)
+    assert dense.client is knowledge_base.client
+    query = "export transactions to a CSV file"
+    assert knowledge_base.search(query, 1)[0].score > dense.search(query, 1)[0].score
