@@ -1,6 +1,9 @@
 """A follow-up is searched with the previous question's topic; other messages as written."""
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from knowledge import bench
 from knowledge.queries import contextual_query, looks_like_followup
@@ -61,3 +64,21 @@ def test_a_german_page_counts_for_its_english_twin() -> None:
     assert bench.english_twin("gnucash-help-en/trans-sched.html") == (
         "gnucash-help-en/trans-sched.html"
     )
+
+
+def test_bench_asks_followups_as_the_offline_model_would(tmp_path: Path) -> None:
+    chat = {
+        "id": "chat-1",
+        "turns": [
+            {"id": 1, "text": PREVIOUS, "kind": "question", "gold": ["a.html"]},
+            {"id": 2, "text": "and the fee?", "kind": "followup", "refers_to": 1, "gold": ["a"]},
+        ],
+    }
+    (tmp_path / "staff.yaml").write_text(yaml.safe_dump({"name": "staff", "chats": [chat]}))
+    turn, context, offline = (
+        [q.text for q in bench.load_eval_queries(tmp_path, mode, ["staff.yaml"])]
+        for mode in ("turn", "with-context", "offline")
+    )
+    assert turn == [PREVIOUS, "and the fee?"]
+    assert context[1] == f"{PREVIOUS} and the fee?"
+    assert offline[1] == "ofx import match transactions days off preference and the fee?"
