@@ -31,7 +31,7 @@ def serve(
 
     from app.api.main import UnsafeExposure, create_app
     from app.observability.logs import configure_logging
-    from knowledge.store import KnowledgeBase, StoreInUse
+    from knowledge.client import KnowledgeClient, StoreInUse
 
     settings = get_settings()
     if host is not None:
@@ -44,7 +44,7 @@ def serve(
         # Opened before uvicorn starts so that a store another process holds is one line, not
         # a failed start-up; the runtime shares its client (one per store and process), and
         # it is released after the server stops, before interpreter shutdown.
-        held = KnowledgeBase.from_settings(settings.knowledge)
+        held = KnowledgeClient.acquire(settings.knowledge)
     except UnsafeExposure as refused:
         typer.echo(f"error: {refused}", err=True)
         raise typer.Exit(1) from None
@@ -58,7 +58,7 @@ def serve(
     try:
         uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
     finally:
-        held.close()
+        held.release()
 
 
 @db_cli.command()

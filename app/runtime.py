@@ -39,6 +39,7 @@ from app.handoff.tool import request_human_tool
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.settings import Settings
+from knowledge.client import KnowledgeClient
 from knowledge.store import KnowledgeBase
 from knowledge.types import Retriever
 
@@ -133,6 +134,7 @@ class Runtime:
     settings: Settings
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
+    knowledge_client: KnowledgeClient  # held from start to `aclose`
     knowledge: KnowledgeBase
     tracer: Tracer
     chat: ChatService
@@ -142,7 +144,8 @@ class Runtime:
         warn_if_pool_queues_chats(settings)
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
-        knowledge = KnowledgeBase.from_settings(settings.knowledge)
+        knowledge_client = KnowledgeClient.acquire(settings.knowledge)
+        knowledge = KnowledgeBase.over(knowledge_client, settings.knowledge)
         model = build_chat_model(settings.llm.model, settings.llm, client_retries=0)
         tracer = Tracer.from_settings(settings)
         turns = TurnStore.for_engine(engine, settings.db)
@@ -154,7 +157,7 @@ class Runtime:
             simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
             handoffs=HandoffService(settings, turns, tracer=tracer),
         )
-        return cls(settings, engine, sessions, knowledge, tracer, chat)
+        return cls(settings, engine, sessions, knowledge_client, knowledge, tracer, chat)
 
     async def start(self) -> None:
         """Once per process, before serving: close the turns a stopped process left
@@ -175,7 +178,7 @@ class Runtime:
     async def aclose(self) -> None:
         await self.chat.aclose()
         self.tracer.close()
-        self.knowledge.close()
+        self.knowledge_client.release()
         await self.engine.dispose()
 
 

@@ -22,8 +22,9 @@ from typing import Any, Literal
 
 import yaml
 
+from knowledge.ingest import IngestReport
 from knowledge.queries import contextual_query
-from knowledge.store import IngestReport, KnowledgeBase
+from knowledge.store import KnowledgeBase
 
 EVAL_FILES = ("client_session_dev.yaml", "staff_chats_dev.yaml")
 STAFF_CHATS = "staff_chats_dev.yaml"

@@ -21,16 +21,11 @@ from rich.table import Table
 
 from app.settings import SOURCE_ROOT, KnowledgeSettings, Settings, get_settings
 from knowledge import bench
+from knowledge.client import StoreInUse
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
+from knowledge.ingest import EmbedderMismatch, IngestReport, ProgressCallback, discover_files
 from knowledge.loaders import SUPPORTED_SUFFIXES
-from knowledge.store import (
-    EmbedderMismatch,
-    IngestReport,
-    KnowledgeBase,
-    ProgressCallback,
-    StoreInUse,
-    discover_files,
-)
+from knowledge.store import KnowledgeBase
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
 console = Console()

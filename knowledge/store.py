@@ -1,27 +1,17 @@
-"""The knowledge base: documents in, passages out, stored in Qdrant.
+"""The knowledge base's search: passages out of a Qdrant collection.
 
 Local mode (a folder on disk) by default, a Qdrant server by URL and API key otherwise:
-the same code. Every chunk is a point with a dense vector (the embedder) and a BM25 sparse
-vector; a search uses the dense one, or (`hybrid`) fuses both with reciprocal rank fusion
-in Qdrant. A query in the documentation's language (`language`) is also scored in this
-process by BM25 and, for English, WordLlama (`knowledge.keywords`), and the scores are
-added (`keyword_weight`, `static_weight`).
-
-Ingestion mirrors a folder: each file's fingerprint (its bytes, the embedder and the
-chunking settings) is stored with its chunks, so re-ingesting skips unchanged files,
-replaces the chunks of changed ones and deletes those of files that are gone. Only chunks
-ingested from the same folder are compared, so several folders can share a collection.
+the same code. A search uses the dense vector, or (`hybrid`) fuses it with the BM25 sparse
+vector by reciprocal rank fusion in Qdrant. A query in the documentation's language
+(`language`) is also scored in this process by BM25 and, for English, WordLlama
+(`knowledge.keywords`), and the scores are added (`keyword_weight`, `static_weight`).
+Ingestion is `knowledge.ingest`, counting `knowledge.stats`, the shared client
+`knowledge.client`; a `KnowledgeBase` offers all three over one client.
 """
 
-import contextlib
-import copy
-import hashlib
-import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +19,17 @@ from qdrant_client import QdrantClient, models
 
 from app.settings import KnowledgeSettings
 from knowledge import sparse
-from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
+from knowledge.client import DENSE, SPARSE, KnowledgeClient, match
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
+from knowledge.ingest import Ingester, IngestReport, ProgressCallback
+from knowledge.ingest import discover_files as discover_files  # evals imports it from here
 from knowledge.keywords import KeywordIndex, query_language
-from knowledge.loaders import (
-    SUPPORTED_SUFFIXES,
-    UNKNOWN_LANGUAGE,
-    Document,
-    LoadError,
-    load_document,
-)
+from knowledge.loaders import UNKNOWN_LANGUAGE
+from knowledge.stats import KnowledgeStats, collection_stats
 from knowledge.types import Passage
 
-DENSE = "dense"
-SPARSE = "bm25"
-# Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
-INDEX_VERSION = "1"
-EMBED_BATCH = 64
 # A search fetches this many candidates per passage it returns, to spread them over pages.
 CANDIDATES_PER_PASSAGE = 8
-_SCROLL_PAGE = 1000
-_POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
-_INDEXED_FIELDS = ("source", "language", "root")
 # How long a keyword index is trusted before the collection's size is checked again (another
 # process sharing a Qdrant server may have ingested meanwhile).
 KEYWORD_INDEX_CHECK_SECONDS = 30.0
@@ -64,64 +43,6 @@ DEFAULT_STATIC_WEIGHT = 0.005
 # query's language and the documentation's (see `search_by_vector`).
 LANGUAGE_DEPTH_FACTOR = 2
 
-ProgressCallback = Callable[[str], None]  # called once per file with its source path
-
-
-class StoreInUse(RuntimeError):
-    """A local Qdrant folder is open in another process: local mode allows one client."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"the local Qdrant store {path} is open in another process")
-        self.path = path
-
-
-class EmbedderMismatch(ValueError):
-    """A collection's vectors were made by another embedder (their size differs)."""
-
-
-@dataclass
-class IngestReport:
-    collection: str
-    documents_added: int = 0
-    documents_updated: int = 0
-    documents_deleted: int = 0
-    documents_unchanged: int = 0
-    chunks_added: int = 0
-    chunks_deleted: int = 0
-    chunks_unchanged: int = 0
-    skipped: dict[str, str] = field(default_factory=dict)  # pages with no text, e.g. a TOC
-    errors: dict[str, str] = field(default_factory=dict)  # source -> what is wrong with it
-    seconds: float = 0.0
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.documents_added or self.documents_updated or self.documents_deleted)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class KnowledgeStats:
-    collection: str
-    location: str
-    embedder: str
-    hybrid: bool
-    documents: int
-    chunks: int
-    chunks_by_language: dict[str, int]
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class _PendingDocument:
-    document: Document
-    fingerprint: str
-    chunks: list[Chunk]
-    replaces: int  # chunks of the previous version to delete (0 for a new document)
-
 
 @dataclass(frozen=True)
 class SearchOptions:
@@ -132,105 +53,94 @@ class SearchOptions:
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT
     static_weight: float = DEFAULT_STATIC_WEIGHT
     passages_per_page: int = 1
-
-
-@dataclass
-class _SharedClient:
-    """One Qdrant client per location and process (a local folder admits one), shared by
-    every `KnowledgeBase` opened on it, with what they cache about its collections."""
-
-    client: QdrantClient
-    lock: contextlib.AbstractContextManager[Any]
-    users: int = 0
-    # (collection, language, with WordLlama) -> (points when built, time of the last check,
-    # index)
-    keyword_indexes: dict[tuple[str, str, bool], tuple[int, float, KeywordIndex]] = field(
-        default_factory=dict
-    )
+    # Let Qdrant group candidates by page (`query_points_groups`, filtered by language):
+    # cheap on a server with payload indexes; local mode scores and copies every point
+    # for it, so there the page spread and the language choice are made in Python.
+    group_in_qdrant: bool = False
 
 
 class KnowledgeBase:
-    """Satisfies `knowledge.types.Retriever`: a collection's search options (fixed when it
-    is made), ingestion and stats over a Qdrant client. `from_settings` gives each call a
-    knowledge base with that call's settings over the process's one client for the
-    location; `close` releases it (the client closes with its last user)."""
+    """Satisfies `knowledge.types.Retriever`: a collection's search with `SearchOptions`
+    fixed when it is made, and its ingestion and stats, over a shared `KnowledgeClient`.
+    `over` uses a client someone else holds (the runtime's); `from_settings` and
+    `open_local` hold one of their own, released by `close`."""
 
     def __init__(
         self,
-        client: QdrantClient,
+        knowledge: KnowledgeClient,
         *,
         collection: str = "kb",
-        location: str = "",
         embedder: Embedder | None = None,
-        hybrid: bool = False,
-        language: str = "en",
-        keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
-        static_weight: float = DEFAULT_STATIC_WEIGHT,
+        options: SearchOptions | None = None,
         chunk_tokens: int = 350,
         min_chunk_tokens: int = 100,
         embed_tokens: int = 128,
-        passages_per_page: int = 1,
-        shared: _SharedClient | None = None,
+        owns_client: bool = False,
     ) -> None:
-        self.client = client
+        self.knowledge = knowledge
         self.collection = collection
-        self.location = location
         self.embedder = embedder or get_embedder(DEFAULT_EMBEDDER)
-        self.options = SearchOptions(
-            hybrid, language, keyword_weight, static_weight, passages_per_page
+        self.options = options or SearchOptions(group_in_qdrant=not knowledge.local)
+        self.ingester = Ingester(
+            knowledge, self.embedder, chunk_tokens, min_chunk_tokens, embed_tokens
         )
-        self.chunk_tokens = chunk_tokens
-        self.min_chunk_tokens = min_chunk_tokens
-        self.embed_tokens = embed_tokens
-        self._local = location.startswith("local:")
-        # The local-mode client is not thread-safe; a server client is.
-        self._shared = shared or _SharedClient(
-            client, threading.RLock() if self._local else contextlib.nullcontext()
-        )
-        self._shared.users += 1
-        self._lock = self._shared.lock
+        self._owns_client = owns_client
 
     @classmethod
-    def open_local(cls, path: Path, **options: Any) -> "KnowledgeBase":
-        path = path.resolve()
-        path.mkdir(parents=True, exist_ok=True)
-        return cls(_open_local_client(path), location=f"local:{path}", **options)
+    def open_local(
+        cls, path: Path, *, collection: str = "kb", embedder: Embedder | None = None, **options: Any
+    ) -> "KnowledgeBase":
+        """A knowledge base with a client of its own on a local folder; `options` are
+        `SearchOptions` fields and the chunking settings."""
+        chunking = {
+            name: options.pop(name)
+            for name in ("chunk_tokens", "min_chunk_tokens", "embed_tokens")
+            if name in options
+        }
+        return cls(
+            KnowledgeClient.open_local(path),
+            collection=collection,
+            embedder=embedder,
+            options=SearchOptions(**options),
+            owns_client=True,
+            **chunking,
+        )
 
     @classmethod
-    def from_settings(cls, settings: KnowledgeSettings) -> "KnowledgeBase":
-        """A knowledge base with these settings over the process's client for their
-        location (opened on first use)."""
-        location = settings.qdrant_url or f"local:{settings.qdrant_path.resolve()}"
-        with _clients_lock:
-            shared = _clients.get(location)
-            if shared is None:
-                if settings.qdrant_url:
-                    api_key = settings.qdrant_api_key
-                    client = QdrantClient(
-                        url=settings.qdrant_url,
-                        api_key=api_key.get_secret_value() if api_key else None,
-                    )
-                    shared = _SharedClient(client, contextlib.nullcontext())
-                else:
-                    path = settings.qdrant_path.resolve()
-                    path.mkdir(parents=True, exist_ok=True)
-                    shared = _SharedClient(_open_local_client(path), threading.RLock())
-                _clients[location] = shared
-            return cls(
-                shared.client,
-                location=location,
-                shared=shared,
-                collection=settings.collection,
-                embedder=get_embedder(settings.embedder),
+    def over(cls, knowledge: KnowledgeClient, settings: KnowledgeSettings) -> "KnowledgeBase":
+        """A knowledge base with these settings over a client the caller holds."""
+        return cls(
+            knowledge,
+            collection=settings.collection,
+            embedder=get_embedder(settings.embedder),
+            options=SearchOptions(
                 hybrid=settings.hybrid,
                 language=settings.language,
                 keyword_weight=settings.keyword_weight,
                 static_weight=settings.static_weight,
-                chunk_tokens=settings.chunk_tokens,
-                min_chunk_tokens=settings.min_chunk_tokens,
-                embed_tokens=settings.embed_tokens,
                 passages_per_page=settings.passages_per_page,
-            )
+                group_in_qdrant=not knowledge.local,
+            ),
+            chunk_tokens=settings.chunk_tokens,
+            min_chunk_tokens=settings.min_chunk_tokens,
+            embed_tokens=settings.embed_tokens,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: KnowledgeSettings) -> "KnowledgeBase":
+        """A knowledge base with these settings holding a use of the process's client for
+        their location (opened on first use)."""
+        kb = cls.over(KnowledgeClient.acquire(settings), settings)
+        kb._owns_client = True
+        return kb
+
+    @property
+    def client(self) -> QdrantClient:
+        return self.knowledge.client
+
+    @property
+    def location(self) -> str:
+        return self.knowledge.location
 
     @property
     def hybrid(self) -> bool:
@@ -255,28 +165,41 @@ class KnowledgeBase:
     def with_options(self, **changes: Any) -> "KnowledgeBase":
         """This knowledge base searching with other `SearchOptions`: same client, same
         collection and caches. A view: close this one, not it."""
-        view = copy.copy(self)
-        view.options = replace(self.options, **changes)
-        return view
+        return KnowledgeBase(
+            self.knowledge,
+            collection=self.collection,
+            embedder=self.embedder,
+            options=replace(self.options, **changes),
+            chunk_tokens=self.ingester.chunk_tokens,
+            min_chunk_tokens=self.ingester.min_chunk_tokens,
+            embed_tokens=self.ingester.embed_tokens,
+        )
 
     def close(self) -> None:
-        """Release this knowledge base's use of the client; the last user closes it."""
-        with _clients_lock:
-            self._shared.users -= 1
-            if self._shared.users > 0:
-                return
-            for key in [key for key, shared in _clients.items() if shared is self._shared]:
-                del _clients[key]
-        with self._lock:
-            self.client.close()
+        """Release this knowledge base's use of the client, if it holds one."""
+        if self._owns_client:
+            self._owns_client = False
+            self.knowledge.release()
 
     def ping(self) -> bool:
-        try:
-            with self._lock:
-                self.client.get_collections()
-        except Exception:  # any failure means "not ready"; /readyz reports it
-            return False
-        return True
+        return self.knowledge.ping()
+
+    def ingest(
+        self,
+        path: Path,
+        collection: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Mirror a folder (or add one file) into a collection (`knowledge.ingest`)."""
+        return self.ingester.ingest(path, collection or self.collection, progress)
+
+    def stats(self, collection: str | None = None) -> KnowledgeStats:
+        return collection_stats(
+            self.knowledge,
+            collection or self.collection,
+            embedder=self.embedder.name,
+            hybrid=self.hybrid,
+        )
 
     # --- search -----------------------------------------------------------------------
 
@@ -302,49 +225,89 @@ class KnowledgeBase:
         `passages_per_page` passages come from one page, so that k passages cover k pages
         rather than one page's neighbouring sections."""
         name = collection or self.collection
-        query_filter = models.Filter(must=[_match("language", language)]) if language else None
         dense = [float(x) for x in dense_vector]
-        # Deep enough to find k distinct pages. Qdrant's own grouping (query_points_groups)
-        # scores and copies every point in local mode: 19 ms p50 instead of 1.6 ms here.
-        depth = CANDIDATES_PER_PASSAGE * k
+        depth = CANDIDATES_PER_PASSAGE * k  # deep enough to find k distinct pages
         # Unfiltered, a search takes passages in the query's language and the
         # documentation's: an English question is not answered from the German manual, a
-        # German one may be. Chosen in Python from a deeper list: a filter is slow in local mode.
-        languages = None if language else {query_language(query), self.language, UNKNOWN_LANGUAGE}
-        limit = depth * LANGUAGE_DEPTH_FACTOR if languages else depth
-        with self._lock:
-            if not self.client.collection_exists(name):
-                return []
-            if self.hybrid:
-                response = self.client.query_points(
-                    name,
-                    prefetch=[
-                        models.Prefetch(query=dense, using=DENSE, limit=depth, filter=query_filter),
-                        models.Prefetch(
-                            query=sparse.query_vector(query),
-                            using=SPARSE,
-                            limit=depth,
-                            filter=query_filter,
-                        ),
-                    ],
-                    query=models.FusionQuery(fusion=models.Fusion.RRF),
-                    limit=limit,
-                    with_payload=True,
-                )
-            else:
-                response = self.client.query_points(
-                    name, query=dense, using=DENSE, query_filter=query_filter, limit=limit
-                )
-        points = [
-            point
-            for point in response.points
-            if languages is None or (point.payload or {}).get("language") in languages
-        ][:depth]
+        # German one may be.
+        languages = (
+            [language]
+            if language
+            else sorted({query_language(query), self.language, UNKNOWN_LANGUAGE})
+        )
+        if not self.knowledge.collection_exists(name):
+            return []
+        if self.options.group_in_qdrant:
+            points = self._grouped_points(name, query, dense, depth, languages)
+        else:
+            points = self._points(name, query, dense, depth, language, languages)
         candidates = [_passage(point) for point in points]
         if self._fuses_keywords(query, language):
             ids = [str(point.id) for point in points]
             candidates = self._with_keywords(name, query, ids, candidates, depth)
         return _spread_over_pages(candidates, k, self.passages_per_page)
+
+    def _points(
+        self,
+        name: str,
+        query: str,
+        dense: list[float],
+        depth: int,
+        language: str | None,
+        languages: list[str],
+    ) -> list[models.ScoredPoint]:
+        """The best `depth` points in `languages`. Unless one language is asked for, they
+        are chosen in Python from a deeper list: a filter is slow in local mode, and so is
+        Qdrant's grouping (19 ms p50 instead of 1.6 ms)."""
+        query_filter = models.Filter(must=[match("language", language)]) if language else None
+        limit = depth if language else depth * LANGUAGE_DEPTH_FACTOR
+        with self.knowledge.lock:
+            response = self.client.query_points(
+                name,
+                limit=limit,
+                with_payload=True,
+                **self._query(query, dense, depth, query_filter),
+            )
+        return [
+            point for point in response.points if (point.payload or {}).get("language") in languages
+        ][:depth]
+
+    def _grouped_points(
+        self, name: str, query: str, dense: list[float], depth: int, languages: list[str]
+    ) -> list[models.ScoredPoint]:
+        """The best points of the `depth` best pages in `languages`, at most
+        `passages_per_page` a page, grouped and filtered by Qdrant."""
+        query_filter = models.Filter(
+            must=[models.FieldCondition(key="language", match=models.MatchAny(any=languages))]
+        )
+        with self.knowledge.lock:
+            response = self.client.query_points_groups(
+                name,
+                group_by="source",
+                limit=depth,
+                group_size=self.passages_per_page,
+                with_payload=True,
+                **self._query(query, dense, depth, query_filter),
+            )
+        hits = [hit for group in response.groups for hit in group.hits]
+        return sorted(hits, key=lambda point: point.score, reverse=True)
+
+    def _query(
+        self, query: str, dense: list[float], depth: int, query_filter: models.Filter | None
+    ) -> dict[str, Any]:
+        """The query arguments of `query_points` and `query_points_groups`: the dense vector,
+        or (`hybrid`) Qdrant's RRF of the dense and sparse candidates."""
+        if not self.hybrid:
+            return {"query": dense, "using": DENSE, "query_filter": query_filter}
+        return {
+            "prefetch": [
+                models.Prefetch(query=dense, using=DENSE, limit=depth, filter=query_filter),
+                models.Prefetch(
+                    query=sparse.query_vector(query), using=SPARSE, limit=depth, filter=query_filter
+                ),
+            ],
+            "query": models.FusionQuery(fusion=models.Fusion.RRF),
+        }
 
     def _fuses_keywords(self, query: str, language: str | None) -> bool:
         """BM25 (and WordLlama) know the documentation's words: they help a query in its
@@ -391,18 +354,18 @@ class KnowledgeBase:
         use, rebuilt when the collection's size changes (checked every few seconds)."""
         key = (name, self.language, self._uses_static)
         now = time.monotonic()
-        cached = self._shared.keyword_indexes.get(key)
+        cached = self.knowledge.keyword_indexes.get(key)
         if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
             return cached[2]
-        with self._lock:
+        with self.knowledge.lock:
             points = self.client.get_collection(name).points_count or 0
         if cached and cached[0] == points:
-            self._shared.keyword_indexes[key] = (points, now, cached[2])
+            self.knowledge.keyword_indexes[key] = (points, now, cached[2])
             return cached[2]
         index = KeywordIndex(
             (
                 (str(point_id), _passage_of(payload))
-                for point_id, payload in self._scroll_with_ids(
+                for point_id, payload in self.knowledge.scroll(
                     name, ["text", "title", "heading", "source", "language"]
                 )
                 if payload.get("language") == self.language
@@ -410,255 +373,8 @@ class KnowledgeBase:
             self.language,
             static=self._uses_static,
         )
-        self._shared.keyword_indexes[key] = (points, now, index)
+        self.knowledge.keyword_indexes[key] = (points, now, index)
         return index
-
-    # --- ingestion --------------------------------------------------------------------
-
-    def ingest(
-        self,
-        path: Path,
-        collection: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> IngestReport:
-        """Mirror a folder (or add one file) into a collection; see the module docstring."""
-        started = time.perf_counter()
-        name = collection or self.collection
-        path = path.resolve()
-        if not path.exists():
-            raise FileNotFoundError(f"no such file or folder: {path}")
-        root = path if path.is_dir() else path.parent
-        files = discover_files(path)
-        report = IngestReport(collection=name)
-        self._ensure_collection(name)
-        stored = self._stored_documents(name, str(root))
-        pending: list[_PendingDocument] = []
-        seen: set[str] = set()
-        for file in files:
-            source = file.relative_to(root).as_posix()
-            seen.add(source)
-            self._ingest_file(file, root, source, stored.get(source), pending, report)
-            if sum(len(item.chunks) for item in pending) >= EMBED_BATCH:
-                self._write(name, str(root), pending, report)
-                pending = []
-            if progress:
-                progress(source)
-        self._write(name, str(root), pending, report)
-        if path.is_dir():  # a single file says nothing about its folder's other files
-            for source, (_, chunk_count) in stored.items():
-                if source not in seen:
-                    self._delete_document(name, str(root), source)
-                    report.documents_deleted += 1
-                    report.chunks_deleted += chunk_count
-        if report.changed:  # this process's searches see the new passages at once
-            for key in [key for key in self._shared.keyword_indexes if key[0] == name]:
-                del self._shared.keyword_indexes[key]
-        report.seconds = round(time.perf_counter() - started, 3)
-        return report
-
-    def _ingest_file(
-        self,
-        file: Path,
-        root: Path,
-        source: str,
-        previous: tuple[str, int] | None,
-        pending: list[_PendingDocument],
-        report: IngestReport,
-    ) -> None:
-        try:
-            fingerprint = self._fingerprint(file.read_bytes())
-        except OSError as exc:
-            report.errors[source] = f"cannot read: {exc.strerror or exc}"
-            return
-        if previous and previous[0] == fingerprint:
-            report.documents_unchanged += 1
-            report.chunks_unchanged += previous[1]
-            return
-        try:
-            document = load_document(file, root)
-        except LoadError as exc:
-            if exc.nothing_to_index:
-                report.skipped[source] = str(exc)
-            else:
-                report.errors[source] = str(exc)
-            return
-        chunks = chunk_document(document, self.chunk_tokens, self.min_chunk_tokens)
-        pending.append(
-            _PendingDocument(document, fingerprint, chunks, previous[1] if previous else 0)
-        )
-        if previous:
-            report.documents_updated += 1
-        else:
-            report.documents_added += 1
-
-    def _fingerprint(self, raw: bytes) -> str:
-        settings = "|".join(
-            str(value)
-            for value in (
-                INDEX_VERSION,
-                self.embedder.name,
-                self.chunk_tokens,
-                self.min_chunk_tokens,
-                self.embed_tokens,
-            )
-        )
-        return hashlib.sha256(settings.encode() + b"\0" + raw).hexdigest()
-
-    def _write(
-        self, name: str, root: str, pending: list[_PendingDocument], report: IngestReport
-    ) -> None:
-        if not pending:
-            return
-        items = [
-            (item, index, f"{chunk.heading_text or item.document.title}\n{chunk.text}", chunk)
-            for item in pending
-            for index, chunk in enumerate(item.chunks)
-        ]
-        # The embedder's cost grows with every token (about 2 ms each for e5 on one core):
-        # the dense vector sees the heading and the passage's opening, BM25 sees it all.
-        vectors = self.embedder.embed_passages(
-            [truncate_to_tokens(text, self.embed_tokens) for _, _, text, _ in items]
-        )
-        points = [
-            models.PointStruct(
-                id=str(uuid.uuid5(_POINT_NAMESPACE, f"{root}\n{item.document.source}\n{index}")),
-                vector={
-                    DENSE: [float(x) for x in vector],
-                    SPARSE: sparse.document_vector(indexed_text),
-                },
-                payload={
-                    "text": chunk.text,
-                    "title": item.document.title,
-                    "heading": chunk.heading_text,
-                    "source": item.document.source,
-                    "language": item.document.language,
-                    "root": root,
-                    "fingerprint": item.fingerprint,
-                    "chunk": index,
-                },
-            )
-            for (item, index, indexed_text, chunk), vector in zip(items, vectors, strict=True)
-        ]
-        for item in pending:
-            if item.replaces:
-                self._delete_document(name, root, item.document.source)
-                report.chunks_deleted += item.replaces
-        with self._lock:
-            self.client.upsert(name, points=points)
-        report.chunks_added += len(points)
-
-    def _delete_document(self, name: str, root: str, source: str) -> None:
-        with self._lock:
-            self.client.delete(
-                name,
-                points_selector=models.FilterSelector(
-                    filter=models.Filter(must=[_match("root", root), _match("source", source)])
-                ),
-            )
-
-    def _stored_documents(self, name: str, root: str) -> dict[str, tuple[str, int]]:
-        """source -> (fingerprint, chunk count) of what was ingested from `root`."""
-        fingerprints: dict[str, str] = {}
-        counts: Counter[str] = Counter()
-        for payload in self._scroll(name, ["source", "fingerprint"], _match("root", root)):
-            fingerprints[payload["source"]] = payload["fingerprint"]
-            counts[payload["source"]] += 1
-        return {source: (fingerprints[source], counts[source]) for source in fingerprints}
-
-    def _scroll(
-        self, name: str, fields: list[str], condition: models.Condition | None = None
-    ) -> Iterator[dict[str, Any]]:
-        for _, payload in self._scroll_with_ids(name, fields, condition):
-            yield payload
-
-    def _scroll_with_ids(
-        self, name: str, fields: list[str], condition: models.Condition | None = None
-    ) -> Iterator[tuple[models.ExtendedPointId, dict[str, Any]]]:
-        scroll_filter = models.Filter(must=[condition]) if condition else None
-        offset = None
-        while True:
-            with self._lock:
-                points, offset = self.client.scroll(
-                    name,
-                    scroll_filter=scroll_filter,
-                    limit=_SCROLL_PAGE,
-                    offset=offset,
-                    with_payload=fields,
-                    with_vectors=False,
-                )
-            for point in points:
-                yield point.id, point.payload or {}
-            if offset is None:
-                return
-
-    def _ensure_collection(self, name: str) -> None:
-        with self._lock:
-            if self.client.collection_exists(name):
-                info = self.client.get_collection(name)
-                vectors = info.config.params.vectors
-                size = vectors[DENSE].size if isinstance(vectors, dict) else None
-                if size != self.embedder.dimension:
-                    raise EmbedderMismatch(
-                        f"collection {name!r} holds {size}-dimensional vectors, the embedder "
-                        f"{self.embedder.name} makes {self.embedder.dimension}: ingest into "
-                        "another collection or delete this one"
-                    )
-                return
-            self.client.create_collection(
-                name,
-                vectors_config={
-                    DENSE: models.VectorParams(
-                        size=self.embedder.dimension, distance=models.Distance.COSINE
-                    )
-                },
-                sparse_vectors_config={
-                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                },
-            )
-            if not self._local:  # local mode has no payload indexes (and warns)
-                for field_name in _INDEXED_FIELDS:
-                    self.client.create_payload_index(
-                        name, field_name, models.PayloadSchemaType.KEYWORD
-                    )
-
-    # --- stats ------------------------------------------------------------------------
-
-    def stats(self, collection: str | None = None) -> KnowledgeStats:
-        name = collection or self.collection
-        sources: set[tuple[str, str]] = set()
-        by_language: Counter[str] = Counter()
-        with self._lock:
-            exists = self.client.collection_exists(name)
-        if exists:
-            for payload in self._scroll(name, ["root", "source", "language"]):
-                sources.add((payload["root"], payload["source"]))
-                by_language[payload["language"]] += 1
-        return KnowledgeStats(
-            collection=name,
-            location=self.location,
-            embedder=self.embedder.name,
-            hybrid=self.hybrid,
-            documents=len(sources),
-            chunks=sum(by_language.values()),
-            chunks_by_language=dict(sorted(by_language.items())),
-        )
-
-
-def discover_files(path: Path) -> list[Path]:
-    """The supported files under a folder (or the file itself), in a stable order."""
-    if path.is_file():
-        return [path]
-    return sorted(
-        file
-        for file in path.rglob("*")
-        if file.is_file()
-        and file.suffix.lower() in SUPPORTED_SUFFIXES
-        and not any(part.startswith(".") for part in file.relative_to(path).parts)
-    )
-
-
-def _match(key: str, value: str) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
 def _spread_over_pages(candidates: list[Passage], k: int, per_page: int) -> list[Passage]:
@@ -686,17 +402,3 @@ def _passage_of(payload: dict[str, Any]) -> Passage:
         heading=payload.get("heading", ""),
         source=payload.get("source", ""),
     )
-
-
-def _open_local_client(path: Path) -> QdrantClient:
-    try:
-        return QdrantClient(path=str(path))
-    except RuntimeError as exc:
-        # qdrant_client.local.qdrant_local: the folder's .lock is held by another client.
-        if "already accessed by another instance" in str(exc):
-            raise StoreInUse(path) from exc
-        raise
-
-
-_clients: dict[str, _SharedClient] = {}
-_clients_lock = threading.Lock()

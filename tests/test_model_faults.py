@@ -179,7 +179,7 @@ def test_the_knowledge_base_down_is_answered_without_it_and_readyz_names_it(
     use_scripted(settings, scripted, tool_max_retries=1)
     with make_client(settings, sample_index) as client:
         assert client.get("/readyz").json()["down"] == []
-        client.app.state.runtime.knowledge.close()  # type: ignore[attr-defined]
+        client.app.state.runtime.knowledge_client.release()  # type: ignore[attr-defined]
         response = ask(client)
         ready = client.get("/readyz")
     assert response.status_code == 200
@@ -209,7 +209,7 @@ def test_the_offline_model_says_it_cannot_search_when_the_knowledge_base_is_down
 ) -> None:
     settings.llm.retry_initial_delay_seconds = 0
     with make_client(settings, sample_index) as client:
-        client.app.state.runtime.knowledge.close()  # type: ignore[attr-defined]
+        client.app.state.runtime.knowledge_client.release()  # type: ignore[attr-defined]
         response = ask(client)
     assert response.status_code == 200
     assert response.json()["text"] == CANNOT_SEARCH

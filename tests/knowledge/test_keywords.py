@@ -91,12 +91,15 @@ def test_the_keyword_index_follows_this_process_ingests(tmp_path: Path) -> None:
         kb.close()
 
 
+@pytest.mark.parametrize("group_in_qdrant", [False, True])
 def test_an_english_query_takes_english_pages_and_a_german_one_german_too(
-    tmp_path: Path,
+    tmp_path: Path, group_in_qdrant: bool
 ) -> None:
     pages = ["gnucash-help-en/busnss-ar-invoices1.html", "gnucash-guide-de/bus-ar-invoices1.html"]
     folder = copy_pages(pages, tmp_path / "manuals")
-    kb = KnowledgeBase.open_local(tmp_path / "qdrant", collection="languages")
+    kb = KnowledgeBase.open_local(
+        tmp_path / "qdrant", collection="languages", group_in_qdrant=group_in_qdrant
+    )
     try:
         kb.ingest(folder)
         english = kb.search("How do I create an invoice for a customer?", 8)
