@@ -10,6 +10,7 @@ kept apart from the answered turns.
 """
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -194,6 +195,15 @@ def with_profile(settings: Settings, profile: str) -> Settings:
     )
 
 
+def when_asked_only(settings: Settings) -> Settings:
+    """Handoffs opened only when a user asks for a person: the app also hands a
+    conversation over after answers that found nothing, which would end a scenario early
+    (`forget-all` finds nothing twice in a row on the dev client session)."""
+    never = sys.maxsize  # answers in a row that found nothing
+    handoff = settings.handoff.model_copy(update={"not_found_turns": never})
+    return settings.model_copy(update={"handoff": handoff})
+
+
 @contextmanager
 def scratch_database() -> Iterator[str]:
     with TemporaryDirectory(prefix="supportbot-eval-") as folder:
@@ -239,7 +249,9 @@ async def run_profile(
             simulator=PrefixCacheSimulator(RULES[provider_rules]),
             clock=clock,
             handoffs=HandoffService(
-                settings, store, now=lambda: HANDOFF_EPOCH + timedelta(seconds=clock.now)
+                when_asked_only(settings),
+                store,
+                now=lambda: HANDOFF_EPOCH + timedelta(seconds=clock.now),
             ),
         )
         try:
