@@ -42,8 +42,9 @@ def serve(
     try:
         app = create_app(settings)
         # Opened before uvicorn starts so that a store another process holds is one line, not
-        # a failed start-up; the runtime gets this instance (one per store and process).
-        KnowledgeBase.from_settings(settings.knowledge)
+        # a failed start-up; the runtime shares its client (one per store and process), and
+        # it is released after the server stops, before interpreter shutdown.
+        held = KnowledgeBase.from_settings(settings.knowledge)
     except UnsafeExposure as refused:
         typer.echo(f"error: {refused}", err=True)
         raise typer.Exit(1) from None
@@ -54,7 +55,10 @@ def serve(
             err=True,
         )
         raise typer.Exit(1) from None
-    uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
+    try:
+        uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
+    finally:
+        held.close()
 
 
 @db_cli.command()

@@ -71,7 +71,10 @@ def agent_factory(
     `other_memory` gets that middleware instead of `MemoryMiddleware`."""
     tools = [
         knowledge_search_tool(
-            retriever, settings.knowledge.top_k, settings.knowledge.result_token_budget
+            retriever,
+            settings.knowledge.top_k,
+            settings.knowledge.result_token_budget,
+            settings.knowledge.language,
         )
     ]
     if expert := ask_expert_tool(settings, expert_model):  # None: no search backend set

@@ -1,11 +1,15 @@
 """Benchmarks of the knowledge base on the GnuCash manuals (Debian's gnucash-docs, or any
 folder laid out like it) and the dev conversations in evals/scenarios/.
 
-Retrieval: every turn with gold pages is a query (its text; a followup or return can also
-be prefixed with the text of the turn it refers to); a hit is a retrieved passage whose
-source page is a gold page. Cross-lingual: the same metrics on `translated_queries.yaml`,
-Russian and German renderings of dev questions. Latency: query embedding and the Qdrant
-query timed apart.
+Retrieval: every turn with gold pages is a query (its text; or, for a followup or return,
+the text of the turn it refers to before it; or what the offline model searches:
+`knowledge.queries.contextual_query` with the previous turn); a hit is a retrieved passage
+whose source page is a gold page or the German twin of one (the GnuCash manuals give both
+languages the same file names). Held-out: `heldout_questions.yaml`, questions in users'
+words that nothing was tuned on, in English, Russian and German (asked as written, and as
+the English query a real model would send). Cross-lingual dev: `translated_queries.yaml`,
+Russian and German renderings of dev questions. Latency: query embedding and the search
+(Qdrant plus in-process BM25) timed apart.
 """
 
 import resource
@@ -18,11 +22,16 @@ from typing import Any, Literal
 
 import yaml
 
+from knowledge.queries import contextual_query
 from knowledge.store import IngestReport, KnowledgeBase
 
 EVAL_FILES = ("client_session_dev.yaml", "staff_chats_dev.yaml")
+STAFF_CHATS = "staff_chats_dev.yaml"
 TRANSLATED_QUERIES = Path(__file__).with_name("translated_queries.yaml")
-FollowupMode = Literal["turn", "with-context"]
+HELDOUT_QUERIES = Path(__file__).with_name("heldout_questions.yaml")
+FollowupMode = Literal["turn", "with-context", "offline"]
+# Manual folders whose pages have a twin of the same file name in the other language.
+_TWIN_FOLDERS = {"gnucash-help-de/": "gnucash-help-en/", "gnucash-guide-de/": "gnucash-guide-en/"}
 
 
 @dataclass(frozen=True)
@@ -34,11 +43,14 @@ class EvalQuery:
     language: str = "en"
 
 
-def load_eval_queries(evals_dir: Path, followups: FollowupMode = "turn") -> list[EvalQuery]:
+def load_eval_queries(
+    evals_dir: Path, followups: FollowupMode = "turn", files: Iterable[str] = EVAL_FILES
+) -> list[EvalQuery]:
     """Turns with gold pages; with `with-context`, a turn that refers to an earlier one is
-    asked as "<earlier turn> <this turn>", the way an agent would rephrase it."""
+    asked as "<earlier turn> <this turn>", the way an agent would rephrase it; with
+    `offline`, as the offline model asks it (knowing only the previous turn)."""
     conversations: list[tuple[str, list[dict[str, Any]]]] = []
-    for name in EVAL_FILES:
+    for name in files:
         data = yaml.safe_load((evals_dir / name).read_text(encoding="utf-8"))
         if "turns" in data:
             conversations.append((data["name"], data["turns"]))
@@ -46,12 +58,14 @@ def load_eval_queries(evals_dir: Path, followups: FollowupMode = "turn") -> list
     queries = []
     for conversation, turns in conversations:
         by_id = {turn["id"]: turn for turn in turns}
-        for turn in turns:
+        for position, turn in enumerate(turns):
             if not turn.get("gold"):
                 continue
             text = turn["text"]
             if followups == "with-context" and turn.get("refers_to") in by_id:
                 text = f"{by_id[turn['refers_to']]['text']} {text}"
+            elif followups == "offline" and position:
+                text = contextual_query(text, turns[position - 1]["text"])
             queries.append(
                 EvalQuery(
                     f"{conversation}#{turn['id']}", text, frozenset(turn["gold"]), turn["kind"]
@@ -65,6 +79,31 @@ def load_translated_queries(path: Path = TRANSLATED_QUERIES) -> list[EvalQuery]:
         EvalQuery(item["id"], item["text"], frozenset(item["gold"]), "question", item["language"])
         for item in yaml.safe_load(path.read_text(encoding="utf-8"))
     ]
+
+
+def load_heldout_queries(
+    language: str, *, as_english: bool = False, path: Path = HELDOUT_QUERIES
+) -> list[EvalQuery]:
+    """The held-out questions in `language`; `as_english`: their English renderings."""
+    return [
+        EvalQuery(
+            item["id"],
+            item["english"] if as_english else item["text"],
+            frozenset(item["gold"]),
+            "question",
+            "en" if as_english else language,
+        )
+        for item in yaml.safe_load(path.read_text(encoding="utf-8"))
+        if item["language"] == language
+    ]
+
+
+def english_twin(source: str) -> str:
+    """The English page a German manual page translates (same file name), else itself."""
+    for german, english in _TWIN_FOLDERS.items():
+        if source.startswith(german):
+            return english + source.removeprefix(german)
+    return source
 
 
 @dataclass(frozen=True)
@@ -96,7 +135,7 @@ def score_retrieval(
     ids = []
     for query in queries:
         passages = kb.search(query.text, 10, collection=collection, language=language)
-        sources = [passage.source for passage in passages]
+        sources = [english_twin(passage.source) for passage in passages]
         ranks.append(next((i for i, source in enumerate(sources, 1) if source in query.gold), None))
         ids.append(query.id)
     count = len(ranks) or 1
@@ -138,6 +177,10 @@ class LatencyMeasurement:
     embed_p95_ms: float
     search_p50_ms: float
     search_p95_ms: float
+    # CPU time of this process per search: comparable on a busy machine, where wall time
+    # mostly measures waiting for a core.
+    search_cpu_p50_ms: float
+    search_cpu_p95_ms: float
 
     def as_dict(self) -> dict[str, Any]:
         return {key: round(value, 2) for key, value in self.__dict__.items()}
@@ -156,21 +199,25 @@ def measure_latency(
     kb.search(queries[0], k, collection=collection, language=language)
     embed_ms: list[float] = []
     search_ms: list[float] = []
+    search_cpu_ms: list[float] = []
     for _ in range(rounds):
         for query in queries:
             started = time.perf_counter()
             vector = kb.embedder.embed_query(query)
-            embedded = time.perf_counter()
+            embedded, cpu_started = time.perf_counter(), time.process_time()
             kb.search_by_vector(query, vector, k, collection=collection, language=language)
-            finished = time.perf_counter()
+            finished, cpu_finished = time.perf_counter(), time.process_time()
             embed_ms.append((embedded - started) * 1000)
             search_ms.append((finished - embedded) * 1000)
+            search_cpu_ms.append((cpu_finished - cpu_started) * 1000)
     return LatencyMeasurement(
         queries=len(search_ms),
         embed_p50_ms=_percentile(embed_ms, 50),
         embed_p95_ms=_percentile(embed_ms, 95),
         search_p50_ms=_percentile(search_ms, 50),
         search_p95_ms=_percentile(search_ms, 95),
+        search_cpu_p50_ms=_percentile(search_cpu_ms, 50),
+        search_cpu_p95_ms=_percentile(search_cpu_ms, 95),
     )
 
 

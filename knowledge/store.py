@@ -2,7 +2,10 @@
 
 Local mode (a folder on disk) by default, a Qdrant server by URL and API key otherwise:
 the same code. Every chunk is a point with a dense vector (the embedder) and a BM25 sparse
-vector; a search uses the dense one, or (`hybrid`) fuses both with reciprocal rank fusion.
+vector; a search uses the dense one, or (`hybrid`) fuses both with reciprocal rank fusion
+in Qdrant. A query in the documentation's language (`language`) is also scored in this
+process by BM25 and, for English, WordLlama (`knowledge.keywords`), and the scores are
+added (`keyword_weight`, `static_weight`).
 
 Ingestion mirrors a folder: each file's fingerprint (its bytes, the embedder and the
 chunking settings) is stored with its chunks, so re-ingesting skips unchanged files,
@@ -11,13 +14,14 @@ ingested from the same folder are compared, so several folders can share a colle
 """
 
 import contextlib
+import copy
 import hashlib
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,14 @@ from app.settings import KnowledgeSettings
 from knowledge import sparse
 from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
-from knowledge.loaders import SUPPORTED_SUFFIXES, Document, LoadError, load_document
+from knowledge.keywords import KeywordIndex, query_language
+from knowledge.loaders import (
+    SUPPORTED_SUFFIXES,
+    UNKNOWN_LANGUAGE,
+    Document,
+    LoadError,
+    load_document,
+)
 from knowledge.types import Passage
 
 DENSE = "dense"
@@ -40,6 +51,18 @@ CANDIDATES_PER_PASSAGE = 8
 _SCROLL_PAGE = 1000
 _POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
 _INDEXED_FIELDS = ("source", "language", "root")
+# How long a keyword index is trusted before the collection's size is checked again (another
+# process sharing a Qdrant server may have ingested meanwhile).
+KEYWORD_INDEX_CHECK_SECONDS = 30.0
+# Fusion: cosine + keyword_weight × BM25 relative to the query's best passage. e5's cosines
+# of the top passages lie within ~0.1 of each other, so 0.03 is "BM25 counts 30% of that".
+DEFAULT_KEYWORD_WEIGHT = 0.03
+# WordLlama adds static_weight × (its cosine's z-score over the passages): 0.005 makes two
+# standard deviations worth a third of BM25's best. Chosen on the dev conversations.
+DEFAULT_STATIC_WEIGHT = 0.005
+# An unfiltered search fetches this many times its candidates, then keeps those in the
+# query's language and the documentation's (see `search_by_vector`).
+LANGUAGE_DEPTH_FACTOR = 2
 
 ProgressCallback = Callable[[str], None]  # called once per file with its source path
 
@@ -100,9 +123,37 @@ class _PendingDocument:
     replaces: int  # chunks of the previous version to delete (0 for a new document)
 
 
+@dataclass(frozen=True)
+class SearchOptions:
+    """How a knowledge base searches; fixed for its life (`with_options` makes another)."""
+
+    hybrid: bool = False  # Qdrant's RRF of dense and sparse BM25 vectors
+    language: str = "en"  # the documentation's: BM25 and WordLlama score queries in it
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT
+    static_weight: float = DEFAULT_STATIC_WEIGHT
+    passages_per_page: int = 1
+
+
+@dataclass
+class _SharedClient:
+    """One Qdrant client per location and process (a local folder admits one), shared by
+    every `KnowledgeBase` opened on it, with what they cache about its collections."""
+
+    client: QdrantClient
+    lock: contextlib.AbstractContextManager[Any]
+    users: int = 0
+    # (collection, language, with WordLlama) -> (points when built, time of the last check,
+    # index)
+    keyword_indexes: dict[tuple[str, str, bool], tuple[int, float, KeywordIndex]] = field(
+        default_factory=dict
+    )
+
+
 class KnowledgeBase:
-    """Satisfies `knowledge.types.Retriever`. One instance per Qdrant location: a local
-    path may be opened by one client per process, so use `from_settings` to share it."""
+    """Satisfies `knowledge.types.Retriever`: a collection's search options (fixed when it
+    is made), ingestion and stats over a Qdrant client. `from_settings` gives each call a
+    knowledge base with that call's settings over the process's one client for the
+    location; `close` releases it (the client closes with its last user)."""
 
     def __init__(
         self,
@@ -112,69 +163,110 @@ class KnowledgeBase:
         location: str = "",
         embedder: Embedder | None = None,
         hybrid: bool = False,
+        language: str = "en",
+        keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+        static_weight: float = DEFAULT_STATIC_WEIGHT,
         chunk_tokens: int = 350,
         min_chunk_tokens: int = 100,
         embed_tokens: int = 128,
         passages_per_page: int = 1,
+        shared: _SharedClient | None = None,
     ) -> None:
         self.client = client
         self.collection = collection
         self.location = location
         self.embedder = embedder or get_embedder(DEFAULT_EMBEDDER)
-        self.hybrid = hybrid
+        self.options = SearchOptions(
+            hybrid, language, keyword_weight, static_weight, passages_per_page
+        )
         self.chunk_tokens = chunk_tokens
         self.min_chunk_tokens = min_chunk_tokens
         self.embed_tokens = embed_tokens
-        self.passages_per_page = passages_per_page
         self._local = location.startswith("local:")
         # The local-mode client is not thread-safe; a server client is.
-        self._lock: contextlib.AbstractContextManager[Any] = (
-            threading.RLock() if self._local else contextlib.nullcontext()
+        self._shared = shared or _SharedClient(
+            client, threading.RLock() if self._local else contextlib.nullcontext()
         )
+        self._shared.users += 1
+        self._lock = self._shared.lock
 
     @classmethod
     def open_local(cls, path: Path, **options: Any) -> "KnowledgeBase":
         path = path.resolve()
         path.mkdir(parents=True, exist_ok=True)
-        try:
-            client = QdrantClient(path=str(path))
-        except RuntimeError as exc:
-            # qdrant_client.local.qdrant_local: the folder's .lock is held by another client.
-            if "already accessed by another instance" in str(exc):
-                raise StoreInUse(path) from exc
-            raise
-        return cls(client, location=f"local:{path}", **options)
+        return cls(_open_local_client(path), location=f"local:{path}", **options)
 
     @classmethod
     def from_settings(cls, settings: KnowledgeSettings) -> "KnowledgeBase":
-        """The process-wide knowledge base for these settings (opened on first call)."""
-        key = settings.qdrant_url or f"local:{settings.qdrant_path.resolve()}"
-        with _registry_lock:
-            if key not in _registry:
-                options: dict[str, Any] = {
-                    "collection": settings.collection,
-                    "embedder": get_embedder(settings.embedder),
-                    "hybrid": settings.hybrid,
-                    "chunk_tokens": settings.chunk_tokens,
-                    "min_chunk_tokens": settings.min_chunk_tokens,
-                    "embed_tokens": settings.embed_tokens,
-                    "passages_per_page": settings.passages_per_page,
-                }
+        """A knowledge base with these settings over the process's client for their
+        location (opened on first use)."""
+        location = settings.qdrant_url or f"local:{settings.qdrant_path.resolve()}"
+        with _clients_lock:
+            shared = _clients.get(location)
+            if shared is None:
                 if settings.qdrant_url:
                     api_key = settings.qdrant_api_key
                     client = QdrantClient(
                         url=settings.qdrant_url,
                         api_key=api_key.get_secret_value() if api_key else None,
                     )
-                    _registry[key] = cls(client, location=settings.qdrant_url, **options)
+                    shared = _SharedClient(client, contextlib.nullcontext())
                 else:
-                    _registry[key] = cls.open_local(settings.qdrant_path, **options)
-            return _registry[key]
+                    path = settings.qdrant_path.resolve()
+                    path.mkdir(parents=True, exist_ok=True)
+                    shared = _SharedClient(_open_local_client(path), threading.RLock())
+                _clients[location] = shared
+            return cls(
+                shared.client,
+                location=location,
+                shared=shared,
+                collection=settings.collection,
+                embedder=get_embedder(settings.embedder),
+                hybrid=settings.hybrid,
+                language=settings.language,
+                keyword_weight=settings.keyword_weight,
+                static_weight=settings.static_weight,
+                chunk_tokens=settings.chunk_tokens,
+                min_chunk_tokens=settings.min_chunk_tokens,
+                embed_tokens=settings.embed_tokens,
+                passages_per_page=settings.passages_per_page,
+            )
+
+    @property
+    def hybrid(self) -> bool:
+        return self.options.hybrid
+
+    @property
+    def language(self) -> str:
+        return self.options.language
+
+    @property
+    def keyword_weight(self) -> float:
+        return self.options.keyword_weight
+
+    @property
+    def static_weight(self) -> float:
+        return self.options.static_weight
+
+    @property
+    def passages_per_page(self) -> int:
+        return self.options.passages_per_page
+
+    def with_options(self, **changes: Any) -> "KnowledgeBase":
+        """This knowledge base searching with other `SearchOptions`: same client, same
+        collection and caches. A view: close this one, not it."""
+        view = copy.copy(self)
+        view.options = replace(self.options, **changes)
+        return view
 
     def close(self) -> None:
-        with _registry_lock:
-            for key in [key for key, base in _registry.items() if base is self]:
-                del _registry[key]
+        """Release this knowledge base's use of the client; the last user closes it."""
+        with _clients_lock:
+            self._shared.users -= 1
+            if self._shared.users > 0:
+                return
+            for key in [key for key, shared in _clients.items() if shared is self._shared]:
+                del _clients[key]
         with self._lock:
             self.client.close()
 
@@ -215,6 +307,11 @@ class KnowledgeBase:
         # Deep enough to find k distinct pages. Qdrant's own grouping (query_points_groups)
         # scores and copies every point in local mode: 19 ms p50 instead of 1.6 ms here.
         depth = CANDIDATES_PER_PASSAGE * k
+        # Unfiltered, a search takes passages in the query's language and the
+        # documentation's: an English question is not answered from the German manual, a
+        # German one may be. Chosen in Python from a deeper list: a filter is slow in local mode.
+        languages = None if language else {query_language(query), self.language, UNKNOWN_LANGUAGE}
+        limit = depth * LANGUAGE_DEPTH_FACTOR if languages else depth
         with self._lock:
             if not self.client.collection_exists(name):
                 return []
@@ -231,16 +328,90 @@ class KnowledgeBase:
                         ),
                     ],
                     query=models.FusionQuery(fusion=models.Fusion.RRF),
-                    limit=depth,
+                    limit=limit,
                     with_payload=True,
                 )
             else:
                 response = self.client.query_points(
-                    name, query=dense, using=DENSE, query_filter=query_filter, limit=depth
+                    name, query=dense, using=DENSE, query_filter=query_filter, limit=limit
                 )
-        return _spread_over_pages(
-            [_passage(point) for point in response.points], k, self.passages_per_page
+        points = [
+            point
+            for point in response.points
+            if languages is None or (point.payload or {}).get("language") in languages
+        ][:depth]
+        candidates = [_passage(point) for point in points]
+        if self._fuses_keywords(query, language):
+            ids = [str(point.id) for point in points]
+            candidates = self._with_keywords(name, query, ids, candidates, depth)
+        return _spread_over_pages(candidates, k, self.passages_per_page)
+
+    def _fuses_keywords(self, query: str, language: str | None) -> bool:
+        """BM25 (and WordLlama) know the documentation's words: they help a query in its
+        language and hurt one in another (README, knowledge-base section)."""
+        return (
+            (self.keyword_weight > 0 or self._uses_static)
+            and language in (None, self.language)
+            and query_language(query) == self.language
         )
+
+    @property
+    def _uses_static(self) -> bool:
+        return self.static_weight > 0 and self.language == "en"  # WordLlama is English
+
+    def _with_keywords(
+        self, name: str, query: str, ids: list[str], dense: list[Passage], depth: int
+    ) -> list[Passage]:
+        """Dense candidates and the best of BM25 and WordLlama, scored cosine + weight ×
+        relative BM25 + weight × WordLlama's z-score. A passage the dense search did not
+        find gets the lowest cosine among its candidates."""
+        index = self._keyword_index(name)
+        keyword = dict(index.search(query, depth)) if self.keyword_weight > 0 else {}
+        static = dict(index.static_search(query, depth)) if self._uses_static else {}
+        if not keyword and not static:
+            return dense
+        floor = min((passage.score for passage in dense), default=0.0)
+        scored = {point_id: passage for point_id, passage in zip(ids, dense, strict=True)}
+        for point_id, hit in (keyword | static).items():
+            scored.setdefault(point_id, replace(hit.passage, score=floor, similarity=floor))
+
+        def extra(point_id: str) -> float:
+            words = keyword[point_id].score if point_id in keyword else 0.0
+            nearness = static[point_id].score if point_id in static else 0.0
+            return self.keyword_weight * words + self.static_weight * nearness
+
+        fused = [
+            replace(passage, score=passage.score + extra(point_id))
+            for point_id, passage in scored.items()
+        ]
+        return sorted(fused, key=lambda passage: passage.score, reverse=True)
+
+    def _keyword_index(self, name: str) -> KeywordIndex:
+        """The in-process index of the collection's passages in `language`: built on first
+        use, rebuilt when the collection's size changes (checked every few seconds)."""
+        key = (name, self.language, self._uses_static)
+        now = time.monotonic()
+        cached = self._shared.keyword_indexes.get(key)
+        if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
+            return cached[2]
+        with self._lock:
+            points = self.client.get_collection(name).points_count or 0
+        if cached and cached[0] == points:
+            self._shared.keyword_indexes[key] = (points, now, cached[2])
+            return cached[2]
+        index = KeywordIndex(
+            (
+                (str(point_id), _passage_of(payload))
+                for point_id, payload in self._scroll_with_ids(
+                    name, ["text", "title", "heading", "source", "language"]
+                )
+                if payload.get("language") == self.language
+            ),
+            self.language,
+            static=self._uses_static,
+        )
+        self._shared.keyword_indexes[key] = (points, now, index)
+        return index
 
     # --- ingestion --------------------------------------------------------------------
 
@@ -279,6 +450,9 @@ class KnowledgeBase:
                     self._delete_document(name, str(root), source)
                     report.documents_deleted += 1
                     report.chunks_deleted += chunk_count
+        if report.changed:  # this process's searches see the new passages at once
+            for key in [key for key in self._shared.keyword_indexes if key[0] == name]:
+                del self._shared.keyword_indexes[key]
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
@@ -394,6 +568,12 @@ class KnowledgeBase:
     def _scroll(
         self, name: str, fields: list[str], condition: models.Condition | None = None
     ) -> Iterator[dict[str, Any]]:
+        for _, payload in self._scroll_with_ids(name, fields, condition):
+            yield payload
+
+    def _scroll_with_ids(
+        self, name: str, fields: list[str], condition: models.Condition | None = None
+    ) -> Iterator[tuple[models.ExtendedPointId, dict[str, Any]]]:
         scroll_filter = models.Filter(must=[condition]) if condition else None
         offset = None
         while True:
@@ -407,7 +587,7 @@ class KnowledgeBase:
                     with_vectors=False,
                 )
             for point in points:
-                yield point.payload or {}
+                yield point.id, point.payload or {}
             if offset is None:
                 return
 
@@ -495,15 +675,28 @@ def _spread_over_pages(candidates: list[Passage], k: int, per_page: int) -> list
 
 
 def _passage(point: models.ScoredPoint) -> Passage:
-    payload = point.payload or {}
+    score = float(point.score)
+    return replace(_passage_of(point.payload or {}), score=score, similarity=score)
+
+
+def _passage_of(payload: dict[str, Any]) -> Passage:
     return Passage(
         text=payload.get("text", ""),
         title=payload.get("title", ""),
         heading=payload.get("heading", ""),
         source=payload.get("source", ""),
-        score=float(point.score),
     )
 
 
-_registry: dict[str, KnowledgeBase] = {}
-_registry_lock = threading.Lock()
+def _open_local_client(path: Path) -> QdrantClient:
+    try:
+        return QdrantClient(path=str(path))
+    except RuntimeError as exc:
+        # qdrant_client.local.qdrant_local: the folder's .lock is held by another client.
+        if "already accessed by another instance" in str(exc):
+            raise StoreInUse(path) from exc
+        raise
+
+
+_clients: dict[str, _SharedClient] = {}
+_clients_lock = threading.Lock()

@@ -12,7 +12,10 @@ class Passage:
     title: str
     heading: str  # section path, e.g. "Business Features > Invoices > New Invoice"
     source: str  # document path relative to the ingested folder, or a URL
-    score: float = 0.0
+    score: float = 0.0  # what the results are ranked by
+    # The dense (embedding) similarity alone, comparable across searches and what relevance
+    # thresholds are calibrated on; equal to `score` unless other signals were fused in.
+    similarity: float = 0.0
 
 
 class Retriever(Protocol):

@@ -4,7 +4,9 @@ It answers like a help desk that works from the documentation:
 
 - a greeting or a thank-you (English, German, Russian) gets a short reply in kind and no
   search;
-- anything else is searched with `search_knowledge_base`; given this turn's passages it
+- anything else is searched with `search_knowledge_base` (a follow-up such as "and for
+  ATM withdrawals?" together with the previous question's topic,
+  `knowledge.queries.contextual_query`); given this turn's passages it
   answers from the first relevant one, pages in the asker's language first: its numbered
   steps in order, menu paths (`Business → Customer → New Invoice`) as written, or else
   its sentences that best match the question. It names that page once, at the end, so
@@ -12,11 +14,12 @@ It answers like a help desk that works from the documentation:
   "Source:" line of its own);
 - when no passage is relevant enough it says it did not find this in the documentation
   and suggests rephrasing or asking a person, instead of quoting an unrelated page. A
-  passage is relevant when its retrieval score (in the tool's artifact) reaches
-  `min_score` and it shares `min_shared_words` of the question's content words (a
-  follow-up's: of the previous user message's). `min_score` is calibrated for the default
-  embedder (e5) on the dev scenarios with `supportbot eval answers` (evals/answers.py);
-  retrievers that give no score (0.0, such as test doubles) are judged by words alone;
+  passage is relevant when its embedding similarity (in the tool's artifact; its score
+  when it has none) reaches `min_score` and it shares `min_shared_words` of the
+  question's content words (a follow-up's: of the previous user message's). `min_score`
+  is calibrated for the default embedder (e5) on the dev scenarios with
+  `supportbot eval answers` (evals/answers.py); retrievers that give no score (0.0, such
+  as test doubles) are judged by words alone;
 - asked which release is the newest or current, it says the documentation cannot tell
   (it describes one release) and points to the release notes.
 
@@ -55,7 +58,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.agent.messages import count_message_tokens, message_text, strip_author
 from app.observability.simulator import request_tokens
+from knowledge.keywords import query_language as language_of
 from knowledge.loaders import UNKNOWN_LANGUAGE, language_from_path
+from knowledge.queries import contextual_query
 
 SEARCH_TOOL = "search_knowledge_base"
 EXPERT_TOOL = "ask_expert"
@@ -120,10 +125,6 @@ _REQUEST_WORDS = {
     "ru": {"как", "где", "что", "какой", "какая", "почему", "когда", "можно", "нужно",
            "надо", "помогите", "подскажите"},
 }
-_GERMAN_WORDS = frozenset({
-    "ich", "wie", "wo", "der", "die", "das", "und", "nicht", "ist", "ein", "eine", "kann",
-    "mit", "für", "wir", "sie", "auf", "zu", "den", "dem", "bei", "muss", "gibt", "es",
-})
 
 # Words a reformulated query leaves out: they match every page equally.
 _STOPWORDS = frozenset({
@@ -186,16 +187,6 @@ def _page_language(passage: dict[str, Any]) -> str:
 
 def _passage_stems(passage: dict[str, Any]) -> set[str]:
     return _stems(f"{passage.get('title', '')} {passage.get('heading', '')} {passage['text']}")
-
-
-def language_of(text: str) -> str:
-    """`ru`, `de` or `en`: enough to greet and to say "not found" in the asker's language."""
-    if re.search(r"[а-яё]", text, re.IGNORECASE):
-        return "ru"
-    words = {w.lower() for w in _WORD.findall(text)}
-    if re.search(r"[äöüß]", text, re.IGNORECASE) or len(words & _GERMAN_WORDS) >= 2:
-        return "de"
-    return "en"
 
 
 def _opener(text: str, openers: dict[str, tuple[str, ...]]) -> str | None:
@@ -411,10 +402,11 @@ class OfflineChatModel(BaseChatModel):
 
     @staticmethod
     def _queries(question: str, previous: str | None, passages: list[dict[str, Any]]) -> list[str]:
-        """The question, then reformulations: with the previous message's words (a
-        followup names its topic there), with the best heading found so far, keywords."""
+        """The question (a follow-up with the previous message's topic before it), then
+        reformulations: with the previous message's words, with the best heading found so
+        far, keywords."""
         keywords = _keywords(question)
-        candidates = [question]
+        candidates = [contextual_query(question, previous)]
         if previous:
             candidates.append(f"{_keywords(previous)} {keywords}")
         if passages:
@@ -435,10 +427,11 @@ class OfflineChatModel(BaseChatModel):
         )
 
     def relevant(self, question: str, previous: str | None, passage: dict[str, Any]) -> bool:
-        """Relevant enough to answer from: its retrieval score, when it has one, reaches
+        """Relevant enough to answer from: its similarity, when it has one, reaches
         `min_score`, and it shares `min_shared_words` of the question's content words (a
         follow-up's that many of the previous user message's, where it names its topic)."""
-        score = float(passage.get("score") or 0.0)
+        # the embedding's similarity: fused ranking scores (BM25 …) run higher
+        score = float(passage.get("similarity") or passage.get("score") or 0.0)
         if score and score < self.min_score:
             return False
         words = _passage_stems(passage)

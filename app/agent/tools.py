@@ -20,11 +20,51 @@ UNAVAILABLE = {
 }
 
 
-def knowledge_search_tool(retriever: Retriever, k: int, token_budget: int) -> BaseTool:
-    @tool(KNOWLEDGE_TOOL, response_format="content_and_artifact")
+# The names a model knows best for the documentation languages one is likely to configure.
+LANGUAGE_NAMES = {
+    "da": "Danish",
+    "de": "German",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "it": "Italian",
+    "ja": "Japanese",
+    "nl": "Dutch",
+    "no": "Norwegian",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ru": "Russian",
+    "sv": "Swedish",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "zh": "Chinese",
+}
+
+
+def search_description(language: str) -> str:
+    """The search tool's description: it names the documentation's language, because a
+    query in it finds the right page far more often than the user's words in another
+    language (README, knowledge-base section)."""
+    name = LANGUAGE_NAMES.get(language, language)
+    return (
+        f"Search the product's help center, which is written in {name}. Write the query in "
+        f"{name} even when the user writes in another language (translate their question), "
+        "short and specific, in the documentation's terms; for a follow-up, include what it "
+        "refers to. Returns numbered passages with their sources. Answer in the user's "
+        "language."
+    )
+
+
+def knowledge_search_tool(
+    retriever: Retriever, k: int, token_budget: int, language: str = "en"
+) -> BaseTool:
+    @tool(
+        KNOWLEDGE_TOOL,
+        description=search_description(language),
+        response_format="content_and_artifact",
+    )
     def search_knowledge_base(query: str) -> tuple[str, list[dict[str, object]]]:
-        """Search the product's help center. Use a short, specific query in the
-        language of the documentation; returns numbered passages with their sources."""
         passages: list[Passage] = retriever.search(query, k)
         return format_passages(query, passages, token_budget), [asdict(p) for p in passages]
 

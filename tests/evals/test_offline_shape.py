@@ -61,7 +61,7 @@ def test_it_reformulates_with_the_previous_message_and_the_best_heading() -> Non
     model = OfflineChatModel(searches_per_question=(3, 3))
     made = play(model, "and for a customer invoice?", [INVOICE])
     assert made[:-1] == [
-        f"{SEARCH_TOOL}: and for a customer invoice?",
+        f"{SEARCH_TOOL}: pay bill and for a customer invoice?",  # a follow-up: with its topic
         f"{SEARCH_TOOL}: pay bill customer invoice",
         f"{SEARCH_TOOL}: customer invoice new",
     ]

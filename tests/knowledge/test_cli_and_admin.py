@@ -25,7 +25,7 @@ def cli_base(
     return knowledge_base
 
 
-def test_search_json_lists_hits_with_source_title_heading_score_text(
+def test_search_json_lists_hits_with_source_title_heading_scores_text(
     cli_base: KnowledgeBase,
 ) -> None:
     result = CliRunner().invoke(
@@ -34,8 +34,9 @@ def test_search_json_lists_hits_with_source_title_heading_score_text(
     assert result.exit_code == 0, result.output
     hits = json.loads(result.output)
     assert len(hits) == 3
-    assert set(hits[0]) == {"source", "title", "heading", "score", "text"}
+    assert set(hits[0]) == {"source", "title", "heading", "score", "similarity", "text"}
     assert hits[0]["source"] == "gnucash-help-en/acct-reconcile.html"
+    assert hits[0]["score"] > hits[0]["similarity"] > 0  # BM25 and WordLlama fused in
 
 
 def test_stats_and_reingest_from_the_command_line(

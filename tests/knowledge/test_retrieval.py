@@ -1,9 +1,7 @@
 """Known questions retrieve their gold page; ingestion mirrors the folder."""
 
-import copy
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -69,7 +67,7 @@ def test_a_search_returns_passages_from_distinct_pages_unless_configured(
     assert len(sources) == 5
     assert len(set(sources)) == 5
 
-    passages = configured(knowledge_base, passages_per_page=3).search(query, 5)
+    passages = knowledge_base.with_options(passages_per_page=3).search(query, 5)
     per_page = Counter(passage.source for passage in passages)
     assert len(passages) == 5
     assert max(per_page.values()) > 1
@@ -132,7 +130,7 @@ def test_changed_page_replaces_its_chunks_and_deleted_page_disappears(tmp_path: 
         sources = {p.source for p in kb.search("close the books at year end", 10)}
         assert "gnucash-help-en/tool-close-book.html" not in sources
         # The new paragraph ends a long passage, past what the dense vector sees: BM25 finds it.
-        passages = configured(kb, hybrid=True).search("zebra crossings on the moon", 3)
+        passages = kb.with_options(hybrid=True).search("zebra crossings on the moon", 3)
         assert any("Zebra crossings" in p.text for p in passages)
         assert kb.stats().documents == len(CHANGED_AND_KEPT) - 1
     finally:
@@ -140,13 +138,5 @@ def test_changed_page_replaces_its_chunks_and_deleted_page_disappears(tmp_path: 
 
 
 def test_hybrid_search_fuses_keyword_and_dense_hits(knowledge_base: KnowledgeBase) -> None:
-    passages = configured(knowledge_base, hybrid=True).search("Account types grayed out parent", 5)
+    passages = knowledge_base.with_options(hybrid=True).search("Account types grayed out parent", 5)
     assert "gnucash-help-en/acct-types.html" in [p.source for p in passages]
-
-
-def configured(kb: KnowledgeBase, **options: Any) -> KnowledgeBase:
-    """`kb` searched with other options, over the same client: `kb` itself is unchanged."""
-    variant = copy.copy(kb)
-    for name, value in options.items():
-        setattr(variant, name, value)
-    return variant

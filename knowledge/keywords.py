@@ -1,0 +1,160 @@
+"""Signals besides the dense vectors, computed in this process over a collection's passages
+in the documentation's language:
+
+- BM25 (`bm25s` on sparse matrices, words stemmed with the language's Snowball stemmer from
+  PyStemmer). Qdrant-local scores sparse vectors in Python (38 ms a search on the GnuCash
+  manuals); this answers in well under a millisecond.
+- For English documentation, WordLlama (a 16 MB static English embedder whose weights and
+  tokenizer ship in its wheel, MIT licence): one vector per passage, averaged token
+  embeddings, so a passage costs microseconds and a query less than e5's tokenizer.
+
+Built from the collection's payloads when a search first needs them.
+"""
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+import Stemmer
+
+from knowledge.types import Passage
+
+# Snowball stemmer names by ISO 639-1 code; a language without one is only lower-cased.
+_STEMMERS = {
+    "da": "danish",
+    "de": "german",
+    "en": "english",
+    "es": "spanish",
+    "fi": "finnish",
+    "fr": "french",
+    "hu": "hungarian",
+    "it": "italian",
+    "nl": "dutch",
+    "no": "norwegian",
+    "pt": "portuguese",
+    "ro": "romanian",
+    "ru": "russian",
+    "sv": "swedish",
+    "tr": "turkish",
+}
+# Chosen on the dev conversations (README, knowledge-base section): a shorter length
+# normalisation than Lucene's 0.75 suits passages cut to a token budget.
+_K1 = 1.2
+_B = 0.4
+# fmt: off
+_GERMAN_WORDS = frozenset({
+    "ich", "wie", "wo", "der", "die", "das", "und", "nicht", "ist", "ein", "eine", "kann",
+    "mit", "für", "wir", "sie", "auf", "zu", "den", "dem", "bei", "muss", "gibt", "es",
+})
+# fmt: on
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_language(text: str) -> str:
+    """`ru`, `de` or `en`: cheap enough to run on every search and to greet in the asker's
+    language (Cyrillic letters; German umlauts, ß or two common German words), English
+    otherwise."""
+    if re.search(r"[а-яё]", text, re.IGNORECASE):
+        return "ru"
+    words = {word.lower() for word in _WORD.findall(text)}
+    if re.search(r"[äöüß]", text, re.IGNORECASE) or len(words & _GERMAN_WORDS) >= 2:
+        return "de"
+    return "en"
+
+
+@cache
+def wordllama() -> Any:
+    """WordLlama from its wheel's own files. `WordLlama.load` looks for the tokenizer under
+    `tokenizer/` while the wheel ships it under `tokenizers/`, then downloads it from a hub:
+    we build the model from the packaged files directly, so nothing is fetched."""
+    import wordllama as package
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+    from wordllama.inference import WordLlamaInference
+
+    root = Path(package.__file__).parent
+    with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), framework="np") as f:
+        embedding = f.get_tensor("embedding.weight")
+    tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
+    return WordLlamaInference(embedding, tokenizer)
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    passage: Passage
+    score: float  # the signal relative to the query (see `KeywordIndex.search`)
+
+
+class KeywordIndex:
+    """BM25 (and, when asked, WordLlama) over passages; see the module docstring."""
+
+    def __init__(
+        self, passages: Iterable[tuple[str, Passage]], language: str, *, static: bool = False
+    ) -> None:
+        """`passages`: (point id, passage) pairs, indexed as heading path + text;
+        `static`: also embed them with WordLlama (English only)."""
+        items = list(passages)
+        self.ids = [point_id for point_id, _ in items]
+        self.passages = [passage for _, passage in items]
+        name = _STEMMERS.get(language)
+        self._stemmer = Stemmer.Stemmer(name) if name else None
+        self._model = bm25s.BM25(k1=_K1, b=_B)
+        corpus = [f"{p.heading or p.title}\n{p.text}" for p in self.passages]
+        if items:
+            self._model.index(self._tokenize(corpus), show_progress=False)
+        self._static: np.ndarray | None = None
+        if static and items:
+            self._static = _unit_rows(np.asarray(wordllama().embed(corpus), dtype=np.float32))
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+    def _tokenize(self, texts: list[str]) -> bm25s.tokenization.Tokenized:
+        return bm25s.tokenize(
+            texts, stopwords=None, stemmer=self._stemmer, show_progress=False, allow_empty=True
+        )
+
+    def static_search(self, query: str, limit: int) -> list[tuple[str, KeywordHit]]:
+        """The `limit` passages nearest to the query by WordLlama, each scored by how many
+        standard deviations its cosine lies above the mean over all passages."""
+        if self._static is None:
+            return []
+        vector = _unit_rows(np.asarray(wordllama().embed([query]), dtype=np.float32))[0]
+        cosines = self._static @ vector
+        spread = float(cosines.std()) or 1.0
+        scores = (cosines - float(cosines.mean())) / spread
+        return self._best(scores, limit)
+
+    def _best(self, scores: np.ndarray, limit: int) -> list[tuple[str, KeywordHit]]:
+        top = np.argpartition(-scores, min(limit, len(scores) - 1))[:limit]
+        top = top[np.argsort(-scores[top])]
+        return [(self.ids[i], KeywordHit(self.passages[i], float(scores[i]))) for i in top]
+
+    def search(self, query: str, limit: int) -> list[tuple[str, KeywordHit]]:
+        """The `limit` best (point id, hit) pairs with a BM25 score above zero, each scored
+        relative to the best: 1.0 for the best passage."""
+        if not self.passages:
+            return []
+        stems = bm25s.tokenize(
+            [query], stopwords=None, stemmer=self._stemmer, show_progress=False, return_ids=False
+        )[0]
+        known = [stem for stem in stems if stem in self._model.vocab_dict]
+        if not known:
+            return []
+        scores = self._model.get_scores(known)
+        best = float(scores.max())
+        if best <= 0:
+            return []
+        return [
+            (point_id, hit) for point_id, hit in self._best(scores / best, limit) if hit.score > 0
+        ]
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
