@@ -39,6 +39,8 @@ TOPICS = [
     "Where do I set the invoice counter prefix?",
     "How do I record a vendor bill payment?",
     "How do I depreciate an asset account?",
+    "How do I print a customer statement?",
+    "Where is the accounts receivable aging report?",
 ]
 TURNS: list[dict[str, Any]] = [
     {
