@@ -161,7 +161,12 @@ def describe_setup(
     """What a reader needs next to the table to trust or reproduce it."""
     rules = RULES[config.provider_rules]
     knowledge = settings.knowledge
-    search = "hybrid (dense + BM25)" if knowledge.hybrid else "dense"
+    search = "hybrid (dense + Qdrant BM25)" if knowledge.hybrid else "dense"
+    fused = [f"in-process BM25 ×{knowledge.keyword_weight:g}"] if knowledge.keyword_weight else []
+    if knowledge.static_weight and knowledge.language == "en":
+        fused.append(f"WordLlama ×{knowledge.static_weight:g}")
+    if fused:
+        search += f" + {' + '.join(fused)} for queries in `{knowledge.language}`"
     price = settings.observability.prices.get(config.price)
     first = [r for r in rows if r.profile == config.profiles[0] and r.repeat == 0]
     searches = sum(r.searches for r in first) / len(first)
