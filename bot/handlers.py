@@ -30,7 +30,7 @@ from bot.feedback import Rating, rated_answer, rating_keyboard
 from bot.group_context import GroupContext
 from bot.menu import register_commands
 from bot.question import CAN_READ, has_unreadable_file, picture_of, quote_of, whole_question
-from bot.render import Part, reply_parts
+from bot.render import Link, Part, reply_parts
 from bot.updates import audience, author_name, command_argument, conversation_key, question_text
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ EMPTY_ANSWER = "I have no answer to this."
 CLAIMS_KEPT = timedelta(days=7)
 
 
-def answer_parts(answer: str, citations: list[Citation]) -> list[Part]:
-    return reply_parts(answer, citations) or [Part(EMPTY_ANSWER)]
+def answer_parts(answer: str, citations: list[Citation], link: Link) -> list[Part]:
+    return reply_parts(answer, citations, link=link) or [Part(EMPTY_ANSWER)]
 
 
 def help_text(bot_username: str) -> str:
@@ -115,7 +115,9 @@ class SupportBot:
                 return
             answered = turn.status == "ok"
             if answered:
-                parts = answer_parts(*await self.outbox.stored_answer(turn))
+                parts = answer_parts(
+                    *await self.outbox.stored_answer(turn), self._settings.knowledge.public_url
+                )
             else:  # failed or interrupted: the question is kept, the user is told
                 parts = [Part(APOLOGY)]
             log.info("resending the answer of turn %s", turn.id)
@@ -230,7 +232,7 @@ class SupportBot:
             message.get_bot(),
             turn_id,
             destination,
-            answer_parts(outcome.text, outcome.citations),
+            answer_parts(outcome.text, outcome.citations, self._settings.knowledge.public_url),
             reply_markup=rating_keyboard(turn_id),
             apology=APOLOGY,
         )

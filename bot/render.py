@@ -1,7 +1,7 @@
 """A TurnReply as Telegram messages: the model's Markdown becomes message entities
 (telegramify-markdown), split under Telegram's limit without breaking an entity."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import telegramify_markdown
@@ -22,20 +22,24 @@ class Part:
     entities: tuple[MessageEntity, ...] = ()
 
 
-def _is_web_address(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
+Link = Callable[[str], str | None]  # a citation's source → its public page, if it has one
 
 
-def _sources(citations: Sequence[Citation]) -> tuple[str, list[Entity]]:
-    """The sources list: a link when the source is a web address; documents inside the
-    knowledge base are named by their title only."""
+def web_address(source: str) -> str | None:
+    return source if source.startswith(("http://", "https://")) else None
+
+
+def _sources(citations: Sequence[Citation], link: Link) -> tuple[str, list[Entity]]:
+    """The sources list: a link when the source has a public page (a web address, or a
+    knowledge-base document under SUPPORTBOT_KNOWLEDGE__PUBLIC_BASE_URLS); the title only
+    otherwise."""
     text = "Sources:"
     entities = [Entity("bold", 0, utf16_len(text))]
     for citation in citations:
         text += "\n• "
-        if _is_web_address(citation.source):
+        if url := link(citation.source):
             start, length = utf16_len(text), utf16_len(citation.title)
-            entities.append(Entity("text_link", start, length, url=citation.source))
+            entities.append(Entity("text_link", start, length, url=url))
         text += citation.title
     return text, entities
 
@@ -60,13 +64,16 @@ def _trimmed(text: str, entities: list[Entity]) -> Part:
 
 
 def reply_parts(
-    answer: str, citations: Sequence[Citation], limit: int = MessageLimit.MAX_TEXT_LENGTH
+    answer: str,
+    citations: Sequence[Citation],
+    limit: int = MessageLimit.MAX_TEXT_LENGTH,
+    link: Link = web_address,
 ) -> list[Part]:
     """The answer as Telegram messages in order, the sources listed at the end."""
     text, entities = telegramify_markdown.convert(answer.strip())
     text = text.strip()
     if citations:
-        sources, source_entities = _sources(citations)
+        sources, source_entities = _sources(citations, link)
         shift = utf16_len(text + "\n\n") if text else 0
         text = f"{text}\n\n{sources}" if text else sources
         entities += [e.copy_with(offset=e.offset + shift) for e in source_entities]

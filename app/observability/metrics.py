@@ -88,6 +88,12 @@ LANGFUSE_DROPPED = Counter(
 )
 
 
+# Exported at 0 from the start, so that a dashboard's rate() sees the first loss.
+for _signal in ("spans", "scores"):
+    LANGFUSE_FAILURES.labels(signal=_signal)
+    LANGFUSE_DROPPED.labels(signal=_signal)
+
+
 def record_call(*, profile: str, record: UsageRecord) -> None:
     labels = {"profile": profile, "model": record.model, "purpose": record.purpose}
     LLM_CALLS.labels(**labels).inc()

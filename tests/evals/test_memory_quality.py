@@ -39,8 +39,9 @@ TOPICS = [
     "Where do I set the invoice counter prefix?",
     "How do I record a vendor bill payment?",
     "How do I depreciate an asset account?",
-    "How do I print a customer statement?",
-    "Where is the accounts receivable aging report?",
+    "How do I split a transaction between two accounts?",
+    "Where do I set the fiscal year start for reports?",
+    "How do I void a cheque I entered by mistake?",
 ]
 TURNS: list[dict[str, Any]] = [
     {

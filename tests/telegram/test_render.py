@@ -4,6 +4,7 @@ code units) without breaking an entity, citations."""
 from telegram import MessageEntity
 
 from app.chat.types import Citation
+from app.settings import KnowledgeSettings
 from bot.render import Part, reply_parts
 
 
@@ -61,6 +62,17 @@ def test_citations_link_web_addresses_and_name_the_others() -> None:
     assert part.text == "Answer.\n\nSources:\n• Filters & reports\n• Creating an invoice"
     assert spans(part) == [("bold", "Sources:"), ("text_link", "Filters & reports")]
     assert part.entities[1].url == "https://docs.example.com/f?a=1&b=2"
+
+
+def test_a_document_with_a_public_page_links_to_it() -> None:
+    knowledge = KnowledgeSettings(public_base_urls={"kb/en/": "https://docs.example.com/en/"})
+    citations = [
+        Citation("Creating an invoice", "en/create-invoice.md"),
+        Citation("Rechnungen", "de/rechnungen.md"),
+    ]
+    (part,) = reply_parts("Answer.", citations, link=knowledge.public_url)
+    assert spans(part) == [("bold", "Sources:"), ("text_link", "Creating an invoice")]
+    assert part.entities[1].url == "https://docs.example.com/en/create-invoice.md"
 
 
 def test_sources_that_do_not_fit_go_to_the_next_message() -> None:
