@@ -107,4 +107,4 @@ def play_scenario(
             on_turn=on_turn,
         )
     )
-    return scenario, turn_rows(run, scenario, Pricing(settings.observability, config.helper_price))
+    return scenario, turn_rows(run, scenario, Pricing(settings.observability))

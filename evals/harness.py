@@ -17,6 +17,7 @@ from evals.metrics import (
     Pricing,
     TurnRow,
     add_baseline_ratios,
+    handoff_figures,
     profile_summary,
     run_summary,
     turn_rows,
@@ -105,7 +106,7 @@ def evaluate(
     """Runs every profile `config.repeat` times, then writes the report into `config.out`."""
     scenario = load_scenario(config.scenario)
     settings = eval_settings(settings, config)
-    pricing = Pricing(settings.observability, config.helper_price)
+    pricing = Pricing(settings.observability)
     judge = build_chat_model(config.judge, settings.llm) if config.judge else None
     turns = {(chat.id, turn.id): turn for chat in scenario.chats for turn in chat.turns}
     rows: list[TurnRow] = []
@@ -132,6 +133,7 @@ def evaluate(
             rows += run_rows
             runs.setdefault(profile, []).append(
                 run_summary(run_rows, run.prefix_changes, run.call_prefix_breaks)
+                | handoff_figures(run, pricing)
             )
     summaries = {profile: profile_summary(found) for profile, found in runs.items()}
     add_baseline_ratios(summaries)
@@ -159,7 +161,12 @@ def describe_setup(
     """What a reader needs next to the table to trust or reproduce it."""
     rules = RULES[config.provider_rules]
     knowledge = settings.knowledge
-    search = "hybrid (dense + BM25)" if knowledge.hybrid else "dense"
+    search = "hybrid (dense + Qdrant BM25)" if knowledge.hybrid else "dense"
+    fused = [f"in-process BM25 ×{knowledge.keyword_weight:g}"] if knowledge.keyword_weight else []
+    if knowledge.static_weight and knowledge.language == "en":
+        fused.append(f"WordLlama ×{knowledge.static_weight:g}")
+    if fused:
+        search += f" + {' + '.join(fused)} for queries in `{knowledge.language}`"
     price = settings.observability.prices.get(config.price)
     first = [r for r in rows if r.profile == config.profiles[0] and r.repeat == 0]
     searches = sum(r.searches for r in first) / len(first)
@@ -184,7 +191,13 @@ def describe_setup(
     return [
         f"scenario: `{config.scenario}` ({scenario.turn_count} turns in "
         f"{len(scenario.chats)} conversation{'s' if len(scenario.chats) > 1 else ''}, "
-        f"audience {scenario.audience})",
+        f"audience {scenario.audience}"
+        + (
+            f"; {scenario.handoff_count} closing turn(s) asking for a person, reported "
+            "under the table)"
+            if scenario.handoff_count
+            else ")"
+        ),
         model,
         f"cache: provider-reported where a provider reports it, else simulated with "
         f"`{rules.name}` rules (min prefix {rules.min_prefix_tokens} tokens, TTL "

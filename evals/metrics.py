@@ -11,7 +11,7 @@ judge can be added, see `evals.judge`).
 import re
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -20,8 +20,8 @@ from app.agent.memory.decisions import message_tokens
 from app.agent.memory.recall import RECALL_TOOL
 from app.agent.messages import message_text
 from app.agent.offline import EXPERT_TOOL, content_words
-from app.observability.pricing import Price, cost_usd, price_for
-from app.observability.usage import TokenUsage
+from app.observability.pricing import cost_usd, price_for
+from app.observability.usage import UsageRecord
 from app.settings import ObservabilitySettings
 from evals.runner import CallRecord, ProfileRun
 from evals.scenario import Scenario
@@ -34,32 +34,22 @@ _NUMBER = re.compile(r"\d+")
 
 @dataclass(frozen=True)
 class Pricing:
-    """Prices every call: the offline agent model as `observability.offline_priced_as`, the
-    offline summary and expert models as `helper_price`, cache reads and writes as the
-    simulator's rules bill them; a real model by its own entry in the price table."""
+    """Prices every call as the app does (`price_for`): the offline agent model as
+    `offline_priced_as`, the offline summary and expert models as
+    `offline_helper_priced_as`, cache reads and writes as the simulator's rules bill them;
+    a real model by its own entry in the price table."""
 
     observability: ObservabilitySettings
-    helper_price: str
 
-    def price(self, model: str) -> Price | None:
-        if model.startswith("offline") and model != "offline":
-            helper = self.observability.model_copy(update={"offline_priced_as": self.helper_price})
-            return price_for("offline", helper)
-        return price_for(model, self.observability)
-
-    def cost(self, call: CallRecord, *, served: int | None = None) -> float:
+    def cost(self, call: UsageRecord, *, served: int | None = None) -> float:
         """USD of the call; with `served`, had that many of its input tokens been read
         from the cache (no writes billed) and only the others at the full input price."""
-        price = self.price(call.model)
+        price = price_for(call.model, self.observability)
         if price is None:
             return 0.0
-        usage = TokenUsage(
-            input_tokens=call.input_tokens,
-            cached_tokens=call.cached_tokens if served is None else served,
-            cache_write_tokens=call.cache_write_tokens if served is None else 0,
-            output_tokens=call.output_tokens,
-        )
-        return cost_usd(usage, price)
+        if served is not None:
+            call = replace(call, cached_tokens=served, cache_write_tokens=0)
+        return cost_usd(call, price)
 
 
 @dataclass
@@ -287,6 +277,25 @@ def run_summary(
         "cache_source": "provider"
         if any(r.cache_source == "provider" for r in rows)
         else ("simulated"),
+    }
+
+
+def handoff_figures(run: ProfileRun, pricing: Pricing) -> dict[str, Any]:
+    """The handoff cards of a run's `handoff` turns, per handoff opened (apart from the
+    run's cost: each card is one summary-model call); nothing when no turn asks for one."""
+    if not run.handoffs:
+        return {}
+    opened = sum(len(h.reasons) for h in run.handoffs)
+    calls = [call for h in run.handoffs for call in h.calls]
+    per = opened or 1
+    return {
+        "handoff_turns": len(run.handoffs),
+        "handoffs_opened": opened,
+        "handoff_calls": len(calls) / per,
+        "handoff_input_tokens": sum(c.input_tokens for c in calls) / per,
+        "handoff_output_tokens": sum(c.output_tokens for c in calls) / per,
+        "handoff_cost_usd": sum(pricing.cost(c) for c in calls) / per,
+        "handoff_models": sorted({c.model for c in calls}),
     }
 
 

@@ -148,6 +148,43 @@ def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def handoff_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """The handoff cards of the scenario's `handoff` turns, per handoff (not in the costs
+    above); empty when no turn asks for a person."""
+    handing = {name: s for name, s in summaries.items() if s.get("handoff_turns")}
+    if not handing:
+        return ""
+    header = [
+        "profile",
+        "handoffs opened",
+        "card calls per handoff",
+        "input tokens",
+        "output tokens",
+        "card cost per handoff",
+    ]
+    lines = [
+        "## Handoff to a person",
+        "",
+        "The scenario's `handoff` turn asks for a person: `HandoffService` takes the turn "
+        "and builds the staff card from the stored summary and the context since, with "
+        "one summary-model call (priced as the helper model; not in the costs above).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for name, s in handing.items():
+        cells = [
+            name,
+            f"{s['handoffs_opened']:.0f} of {s['handoff_turns']:.0f}",
+            f"{s['handoff_calls']:.0f}",
+            _tokens(s["handoff_input_tokens"]),
+            _tokens(s["handoff_output_tokens"]),
+            f"${s['handoff_cost_usd']:.4f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_report(
     out: Path,
     title: str,
@@ -160,8 +197,11 @@ def write_report(
     report = out / "report.md"
     notes = "\n".join(f"- {line}" for line in setup)
     peers = "".join(f"\n- {note}" for note in peer_notes(summaries))
+    handoffs = handoff_table(summaries)
     report.write_text(
-        f"# {title}\n\n{notes}\n\n{markdown_table(summaries)}\n{peers}\n", encoding="utf-8"
+        f"# {title}\n\n{notes}\n\n{markdown_table(summaries)}\n{peers}\n"
+        + (f"\n{handoffs}" if handoffs else ""),
+        encoding="utf-8",
     )
     summary_json = out / "summary.json"
     summary_json.write_text(json.dumps(summaries, indent=2), encoding="utf-8")

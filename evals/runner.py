@@ -3,20 +3,26 @@
 Each profile run gets its own SQLite database, its own prefix-cache simulator and the
 eval's own clock (turns back to back unless the scenario or the caller asks for gaps), so
 runs are independent and repeatable. What the run observed (requests, calls, tool use)
-is returned raw; `evals.metrics` turns it into numbers.
+is returned raw; `evals.metrics` turns it into numbers. The service hands conversations
+to a person as the app does (`HandoffService`, for the audiences `handoff.audiences`
+names): a scenario's closing `handoff` turn opens one, and its card's summary call is
+kept apart from the answered turns.
 """
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable
+from sqlalchemy import select
 
 from app.agent.memory.decisions import message_tokens
 from app.agent.memory.prefix import (
@@ -31,14 +37,16 @@ from app.chat.store import TurnStore
 from app.chat.types import TurnRequest
 from app.db import migrate, queries
 from app.db.engine import make_async_engine
-from app.db.models import LLMCall, Message
+from app.db.models import Handoff, LLMCall, Message
+from app.handoff.service import HandoffService
 from app.observability.simulator import RULES, CacheRules, PrefixCacheSimulator, request_tokens
+from app.observability.usage import CacheSource, UsageRecord
 from app.runtime import agent_factory
 from app.settings import DbSettings, Settings
 from app.tokens import count_tokens
 from evals.peers import peer_memory_factories
 from evals.profiles import with_comparison_profiles
-from evals.scenario import Chat, Scenario, ScenarioTurn
+from evals.scenario import HANDOFF_KIND, Chat, Scenario, ScenarioTurn
 from knowledge.types import Retriever
 
 # The lower bound's cache: every prefix sent before is served, whatever its length or age.
@@ -65,19 +73,36 @@ class EvalClock:
         self.now += minutes * 60
 
 
-@dataclass(frozen=True)
-class CallRecord:
-    """One LLM call as the service stored it, with what an ideal cache would have served."""
+# The handoffs' office-hours clock: the eval's clock from a Monday morning, so a run's
+# takeover notices do not depend on when it ran.
+HANDOFF_EPOCH = datetime(2026, 1, 5, 9, tzinfo=UTC)
+HANDOFF_PURPOSE = "handoff"  # the card's summary call (app/handoff/card.py)
 
-    purpose: str
-    model: str
-    input_tokens: int
-    cached_tokens: int
-    cache_write_tokens: int
-    output_tokens: int
-    cache_source: str
-    ideal_cached_tokens: int  # had every prefix sent before been cached
+
+@dataclass(frozen=True)
+class CallRecord(UsageRecord):
+    """One LLM call's usage record as the service stored it, with what an ideal cache
+    would have served."""
+
+    ideal_cached_tokens: int = 0  # had every prefix sent before been cached
     strict_cached_tokens: int = 0  # had every message (block) sent before been cached
+
+    @classmethod
+    def of(
+        cls, call: LLMCall, *, ideal_cached_tokens: int = 0, strict_cached_tokens: int = 0
+    ) -> "CallRecord":
+        return cls(
+            input_tokens=call.input_tokens,
+            cached_tokens=call.cached_tokens,
+            cache_write_tokens=call.cache_write_tokens,
+            output_tokens=call.output_tokens,
+            cache_source=cast(CacheSource, call.cache_source),
+            purpose=call.purpose,
+            model=call.model,
+            latency_ms=call.latency_ms,
+            ideal_cached_tokens=ideal_cached_tokens,
+            strict_cached_tokens=strict_cached_tokens,
+        )
 
 
 @dataclass(frozen=True)
@@ -100,12 +125,24 @@ class TurnOutcome:
 
 
 @dataclass
+class HandoffOutcome:
+    """A `handoff` turn: the handoffs it opened and the card's LLM calls."""
+
+    chat: str
+    turn: ScenarioTurn
+    answer: str  # the takeover notice
+    reasons: list[str]  # of the handoffs opened in the chat
+    calls: list[CallRecord] = field(default_factory=list)
+
+
+@dataclass
 class ProfileRun:
     profile: str
     repeat: int
     turns: list[TurnOutcome]
     prefix_changes: int  # turns whose first request does not extend the previous turn's
     call_prefix_breaks: int = 0  # agent requests that do not extend the one before them
+    handoffs: list[HandoffOutcome] = field(default_factory=list)
 
 
 def pieces(message: BaseMessage) -> list[tuple[str, int]]:
@@ -158,6 +195,15 @@ def with_profile(settings: Settings, profile: str) -> Settings:
     )
 
 
+def when_asked_only(settings: Settings) -> Settings:
+    """Handoffs opened only when a user asks for a person: the app also hands a
+    conversation over after answers that found nothing, which would end a scenario early
+    (`forget-all` finds nothing twice in a row on the dev client session)."""
+    never = sys.maxsize  # answers in a row that found nothing
+    handoff = settings.handoff.model_copy(update={"not_found_turns": never})
+    return settings.model_copy(update={"handoff": handoff})
+
+
 @contextmanager
 def scratch_database() -> Iterator[str]:
     with TemporaryDirectory(prefix="supportbot-eval-") as folder:
@@ -190,6 +236,7 @@ async def run_profile(
 
     clock = EvalClock()
     outcomes: list[TurnOutcome] = []
+    handoffs: list[HandoffOutcome] = []
     changed_prefixes = call_breaks = 0
     with scratch_database() as url:
         db = DbSettings(url=url)
@@ -201,6 +248,11 @@ async def run_profile(
             recorded,
             simulator=PrefixCacheSimulator(RULES[provider_rules]),
             clock=clock,
+            handoffs=HandoffService(
+                when_asked_only(settings),
+                store,
+                now=lambda: HANDOFF_EPOCH + timedelta(seconds=clock.now),
+            ),
         )
         try:
             for chat in scenario.chats:
@@ -218,12 +270,29 @@ async def run_profile(
                     assert conversation is not None
                     messages = await queries.all_messages(session, conversation)
                     calls = await queries.llm_calls(session, conversation)
-                outcomes += _outcomes(chat, len(outcomes), answers, recorders[-1], messages, calls)
+                    reasons = await session.scalars(
+                        select(Handoff.reason).where(Handoff.conversation_id == conversation.id)
+                    )
+                    opened = list(reasons)
+                answered = len(chat.answered_turns)
+                outcomes += _outcomes(
+                    chat, len(outcomes), answers[:answered], recorders[-1], messages, calls
+                )
+                if answered < len(chat.turns):
+                    handoffs.append(
+                        HandoffOutcome(
+                            chat.id,
+                            chat.turns[-1],
+                            answers[-1],
+                            opened,
+                            [CallRecord.of(c) for c in calls if c.purpose == HANDOFF_PURPOSE],
+                        )
+                    )
                 changed_prefixes += len(prefix_changes(recorders[-1].turns))
                 call_breaks += call_prefix_breaks(recorders[-1].turns)
         finally:
             await engine.dispose()
-    return ProfileRun(profile, repeat, outcomes, changed_prefixes, call_breaks)
+    return ProfileRun(profile, repeat, outcomes, changed_prefixes, call_breaks, handoffs)
 
 
 def _outcomes(
@@ -234,29 +303,33 @@ def _outcomes(
     messages: list[Message],
     calls: list[LLMCall],
 ) -> list[TurnOutcome]:
-    """The chat's turns with the requests, calls and tool use the run left behind."""
+    """The chat's answered turns with the requests, calls and tool use the run left
+    behind (a closing `handoff` turn's are the handoff's)."""
+    handed = [c.turn for c in calls if c.purpose == HANDOFF_PURPOSE and c.turn <= len(answers)]
+    if handed:
+        raise RuntimeError(
+            f"chat {chat.id} was handed to a person at turn {handed[0]}, before its "
+            f"`{HANDOFF_KIND}` turn: the turns after it were not answered"
+        )
     outcomes = [
         TurnOutcome(chat.id, turn, steps_before + number, answer, requests.requests[0])
         for number, (turn, answer, requests) in enumerate(
-            zip(chat.turns, answers, recorder.turns, strict=True), start=1
+            zip(chat.answered_turns, answers, recorder.turns, strict=True), start=1
         )
     ]
     shares = zip(recorder.ideal_shares, recorder.strict_shares, strict=True)
-    for call, (ideal_share, strict_share) in zip(calls, shares, strict=True):
+    recorded = [c for c in calls if c.purpose != HANDOFF_PURPOSE]
+    for call, (ideal_share, strict_share) in zip(recorded, shares, strict=True):
         outcomes[call.turn - 1].calls.append(
-            CallRecord(
-                purpose=call.purpose,
-                model=call.model,
-                input_tokens=call.input_tokens,
-                cached_tokens=call.cached_tokens,
-                cache_write_tokens=call.cache_write_tokens,
-                output_tokens=call.output_tokens,
-                cache_source=call.cache_source,
+            CallRecord.of(
+                call,
                 ideal_cached_tokens=round(call.input_tokens * ideal_share),
                 strict_cached_tokens=round(call.input_tokens * max(strict_share, ideal_share)),
             )
         )
     for message in messages:
+        if message.turn > len(outcomes):
+            continue  # the handoff turn's request and notice
         outcome = outcomes[message.turn - 1]
         if message.role == "assistant":
             outcome.tool_calls += [c["name"] for c in message.tool_calls or []]

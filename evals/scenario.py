@@ -3,11 +3,14 @@
 Two YAML layouts: one conversation (`turns:`, like client_session_dev.yaml) or several
 short ones (`chats:` each with `id` and `turns`, like staff_chats_dev.yaml). A turn has
 `id`, `user`, `text`, `kind` (smalltalk, constraint, question, followup, return, probe,
-needs_web), `gold` pages relative to the knowledge-base folder, `facts` a correct answer
+needs_web, handoff), `gold` pages relative to the knowledge-base folder, `facts` a correct answer
 contains, optionally `refers_to` (an earlier turn's id), `gap_minutes` (time since
 the previous turn, for prompt-cache expiry) and `probes`: facts users stated in earlier
 turns that a good answer to this one needs (`19% and 7% VAT`, `invoice 412`), checked
-against what the model was sent (`evals.metrics.probe_kept`).
+against what the model was sent (`evals.metrics.probe_kept`). A `handoff` turn asks for
+a person: the handoff takes it (no model call), its card's summary call is reported per
+handoff and kept out of the profile's turns and costs; it ends its chat (the bot stays
+quiet once a person has the conversation).
 """
 
 import re
@@ -18,6 +21,7 @@ from typing import Any
 import yaml
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+HANDOFF_KIND = "handoff"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,16 @@ class Chat:
     id: str
     turns: tuple[ScenarioTurn, ...]
 
+    def __post_init__(self) -> None:
+        kinds = [turn.kind for turn in self.turns]
+        if HANDOFF_KIND in kinds[:-1]:
+            raise ValueError(f"chat {self.id}: a `{HANDOFF_KIND}` turn must be its chat's last")
+
+    @property
+    def answered_turns(self) -> tuple[ScenarioTurn, ...]:
+        """The turns the bot answers (all but a closing request for a person)."""
+        return tuple(turn for turn in self.turns if turn.kind != HANDOFF_KIND)
+
     def constraint_statements(self, probe: ScenarioTurn) -> list[str]:
         """What the probe's constraint turn stated (its sentences that are not questions)."""
         source = next(
@@ -75,6 +89,10 @@ class Scenario:
     @property
     def turn_count(self) -> int:
         return sum(len(chat.turns) for chat in self.chats)
+
+    @property
+    def handoff_count(self) -> int:
+        return sum(chat.turns[-1].kind == HANDOFF_KIND for chat in self.chats if chat.turns)
 
 
 def load_scenario(path: Path) -> Scenario:

@@ -156,3 +156,35 @@ def test_a_short_scenario_reports_consistent_numbers(
     assert trimmed["cost_vs_baseline"] == pytest.approx(trimmed["cost_usd"] / baseline["cost_usd"])
     assert trimmed["cost_vs_baseline"] < 1
     assert trimmed["cached_share"] < baseline["cached_share"]
+
+
+def test_a_turn_asking_for_a_person_reports_the_handoff_card_apart(
+    settings: Settings, sample_index: Path, tmp_path: Path
+) -> None:
+    settings.knowledge.qdrant_path = sample_index
+    asks = {"id": 6, "user": "Ann", "text": "Can I talk to a human about this?", "kind": "handoff"}
+    scenario = tmp_path / "handoff.yaml"
+    data = {**SCENARIO, "turns": [*SCENARIO["turns"], asks]}
+    scenario.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    config = EvalConfig(scenario=scenario, profiles=["baseline"], out=tmp_path / "out")
+    knowledge, _ = open_knowledge(settings, config)
+    try:
+        evaluate(settings, config, knowledge)
+    finally:
+        knowledge.close()
+
+    figures = json.loads((config.out / "summary.json").read_text())["baseline"]
+    rows = json.loads((config.out / "turns.json").read_text())
+    assert [r["turn"] for r in rows] == ["1", "2", "3", "4", "5"]  # the handoff turn apart
+    assert figures["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in rows))
+    assert (figures["handoff_turns"], figures["handoffs_opened"]) == (1, 1)
+    assert figures["handoff_calls"] == 1  # one summary-model call builds the card
+    assert figures["handoff_models"] == ["offline-summary"]
+    assert figures["handoff_input_tokens"] > 0 and figures["handoff_output_tokens"] > 0
+    assert figures["handoff_cost_usd"] > 0
+    report = (config.out / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| baseline | 1 of 1 |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert (
+        cells[2] == "1" and cells[3] != "0.0K" and cells[5] == f"${figures['handoff_cost_usd']:.4f}"
+    )

@@ -87,7 +87,7 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
     settings = eval_settings(
         Settings(db=DbSettings(url=f"sqlite:///{folder / 'unused.db'}"), _env_file=None), config
     )
-    pricing = Pricing(settings.observability, config.helper_price)
+    pricing = Pricing(settings.observability)
     figures = {}
     for profile in PROFILES:
         run = asyncio.run(

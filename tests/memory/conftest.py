@@ -65,8 +65,9 @@ def passages(count: int = 60, sentences: int = 12) -> list[Passage]:
 
 
 def session_turns(path: Path = SESSION) -> list[dict[str, Any]]:
+    """The turns the bot answers: the closing `handoff` turn asks for a person (evals)."""
     turns: list[dict[str, Any]] = yaml.safe_load(path.read_text())["turns"]
-    return turns
+    return [turn for turn in turns if turn.get("kind") != "handoff"]
 
 
 @pytest.fixture(scope="session")
