@@ -71,9 +71,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(settings: Settings) -> Iterator[str]:
+def serving(settings: Settings, token: str = TOKEN) -> Iterator[str]:
     """The app on a free localhost port, with alice's staff token; its base URL."""
-    settings.widget.staff_tokens = {"alice": SecretStr(TOKEN)}
+    settings.widget.staff_tokens = {"alice": SecretStr(token)}
     migrate.upgrade(settings.db.url)
     port = free_port()
     uvicorn_server = uvicorn.Server(

@@ -3,21 +3,15 @@ a client conversation asks for a person; the staff member sees its card, claims 
 replies and resolves it."""
 
 import json
-import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, expect, sync_playwright
-from pydantic import SecretStr
 
-from app.api.main import create_app
-from app.db import migrate
 from app.settings import Settings
-from tests.browser.test_widget import CHROMIUM, CHROMIUM_ARGS, free_port
+from tests.browser.test_widget import CHROMIUM, CHROMIUM_ARGS, serving
 
 pytestmark = pytest.mark.browser
 
@@ -29,21 +23,8 @@ CONSTRAINT = "We are a GmbH in Germany and must invoice in EUR."
 @pytest.fixture
 def server(settings: Settings, sample_index: Path) -> Iterator[str]:
     settings.knowledge.qdrant_path = sample_index
-    settings.widget.staff_tokens = {"alice": SecretStr(TOKEN)}
-    migrate.upgrade(settings.db.url)
-    port = free_port()
-    uvicorn_server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=uvicorn_server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not uvicorn_server.started:
-        assert time.monotonic() < deadline, "the app did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    uvicorn_server.should_exit = True
-    thread.join(timeout=30)
+    with serving(settings, TOKEN) as base:
+        yield base
 
 
 @pytest.fixture

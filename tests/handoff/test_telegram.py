@@ -4,7 +4,6 @@ as a second process on the same database, in a thread of its own."""
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,10 @@ from app.db.engine import make_async_engine, make_session_factory
 from app.handoff.service import HandoffService
 from app.runtime import agent_factory
 from app.settings import ApiKey, Settings, TelegramSettings
-from bot.application import ALLOWED_UPDATES, BotApplication, build_application
 from tests.conftest import make_client
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
 from tests.handoff.conftest import OFFICE_OPEN
+from tests.telegram.conftest import polling_bot
 from tests.telegram.fake_bot_api import TOKEN, FakeBotApi, chat, serve, user
 
 GROUP = chat(-1001)
@@ -92,24 +91,6 @@ async def api(handoff_settings: Settings, sample_index: Path) -> AsyncIterator[T
     await asyncio.to_thread(client.__exit__, None, None, None)
 
 
-@asynccontextmanager
-async def running_bot(
-    settings: Settings, service: ChatService, sessions: async_sessionmaker[AsyncSession]
-) -> AsyncIterator[BotApplication]:
-    application = build_application(settings, service, sessions, polling=True)
-    async with application:
-        await application.start()
-        assert application.updater is not None
-        await application.updater.start_polling(
-            poll_interval=0, timeout=1, allowed_updates=ALLOWED_UPDATES
-        )
-        try:
-            yield application
-        finally:
-            await application.updater.stop()
-            await application.stop()
-
-
 async def call(api: TestClient, method: str, path: str, **kwargs: Any) -> Any:
     """The API call in a thread: this loop keeps serving the fake Bot API meanwhile."""
     return await asyncio.to_thread(getattr(api, method), path, **kwargs)
@@ -137,7 +118,7 @@ async def test_a_group_asks_for_a_person_staff_reply_in_the_chat_and_hand_back(
     model: CapturingChatModel,
     api: TestClient,
 ) -> None:
-    async with running_bot(handoff_settings, service, sessions):
+    async with polling_bot(handoff_settings, service, sessions):
         bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot how do I create an invoice?"))
         await bot_api.wait_for_messages(1)
         constraint = "We are a GmbH in Germany and must invoice in EUR."

@@ -83,6 +83,25 @@ def service(
     return ChatService(bot_settings, TurnStore(engine), agents)
 
 
+@asynccontextmanager
+async def polling_bot(
+    settings: Settings, service: ChatService, sessions: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[BotApplication]:
+    """A bot process on the fake Bot API with long polling, until the block ends."""
+    application = build_application(settings, service, sessions, polling=True)
+    async with application:
+        await application.start()
+        assert application.updater is not None
+        await application.updater.start_polling(
+            poll_interval=0, timeout=1, allowed_updates=ALLOWED_UPDATES
+        )
+        try:
+            yield application
+        finally:
+            await application.updater.stop()
+            await application.stop()
+
+
 @pytest.fixture
 def run_bot(
     bot_settings: Settings, service: ChatService, sessions: async_sessionmaker[AsyncSession]
@@ -90,19 +109,7 @@ def run_bot(
     """Start a bot process with long polling; each call is a fresh process on the same
     database."""
 
-    @asynccontextmanager
-    async def running() -> AsyncIterator[BotApplication]:
-        application = build_application(bot_settings, service, sessions, polling=True)
-        async with application:
-            await application.start()
-            assert application.updater is not None
-            await application.updater.start_polling(
-                poll_interval=0, timeout=1, allowed_updates=ALLOWED_UPDATES
-            )
-            try:
-                yield application
-            finally:
-                await application.updater.stop()
-                await application.stop()
+    def running() -> AbstractAsyncContextManager[BotApplication]:
+        return polling_bot(bot_settings, service, sessions)
 
     return running
