@@ -2,6 +2,7 @@
 and a token Telegram rejects (the fake Bot API answers 401) is never printed."""
 
 import asyncio
+import logging
 import os
 import re
 import sys
@@ -63,3 +64,20 @@ async def test_a_rejected_token_is_never_printed_and_lines_have_time_and_level(
     assert any(last_words in line for line in records), output
     # every line is a log record or belongs to one (a traceback's lines)
     assert output.splitlines()[0] == records[0]
+
+
+def test_a_library_that_turns_its_own_debug_on_is_quiet_again() -> None:
+    import knowledge.keywords  # noqa: F401  (bm25s sets its logger to DEBUG on import)
+    from app.observability.logs import configure_logging
+    from app.settings import Settings
+
+    root, bm25s = logging.getLogger(), logging.getLogger("bm25s")
+    kept = (root.level, root.handlers[:], bm25s.level, logging.getLogger("httpx").level)
+    try:
+        configure_logging(Settings(_env_file=None))
+        assert not bm25s.isEnabledFor(logging.DEBUG)
+    finally:  # the other tests' logging as it was
+        root.setLevel(kept[0])
+        root.handlers[:] = kept[1]
+        bm25s.setLevel(kept[2])
+        logging.getLogger("httpx").setLevel(kept[3])
