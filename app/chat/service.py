@@ -110,7 +110,17 @@ class ChatService:
         if self.handoffs is None:
             await self._runner.run(request, emit, tokens)
             return
-        if await self.handoffs.take_turn(request, emit):
+        ended: list[TurnDone | TurnError] = []
+
+        def seen(event: TurnEvent | InvalidTurn) -> None:
+            if isinstance(event, TurnDone | TurnError):
+                ended.append(event)
+            emit(event)
+
+        if await self.handoffs.take_turn(request, seen):
+            for event in ended:  # counted like the turns the runner ends
+                status = "ok" if isinstance(event, TurnDone) else event.status
+                self._runner.count(status, request.channel)
             return
         answered: list[TurnDone] = []
 
