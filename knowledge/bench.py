@@ -7,7 +7,8 @@ the text of the turn it refers to before it; or what the offline model searches:
 whose source page is a gold page or the German twin of one (the GnuCash manuals give both
 languages the same file names). Held-out: `heldout_questions.yaml`, questions in users'
 words that nothing was tuned on, in English, Russian and German (asked as written, and as
-the English query a real model would send). Cross-lingual dev: `translated_queries.yaml`,
+the English query a real model would send), and `heldout_questions_2.yaml`, a second
+English set written after the levers had been chosen. Cross-lingual dev: `translated_queries.yaml`,
 Russian and German renderings of dev questions. Latency: query embedding and the search
 (Qdrant plus in-process BM25) timed apart.
 """
@@ -30,6 +31,13 @@ EVAL_FILES = ("client_session_dev.yaml", "staff_chats_dev.yaml")
 STAFF_CHATS = "staff_chats_dev.yaml"
 TRANSLATED_QUERIES = Path(__file__).with_name("translated_queries.yaml")
 HELDOUT_QUERIES = Path(__file__).with_name("heldout_questions.yaml")
+# A second English set, written later and blind to every lever measured on the first.
+SECOND_HELDOUT_QUERIES = Path(__file__).with_name("heldout_questions_2.yaml")
+# The first search a chat model sent for each held-out question, shown only the question,
+# the system prompt and the tool's description; two independent runs (the file's header
+# says how they were made).
+MODEL_QUERIES = Path(__file__).with_name("model_queries.yaml")
+MODEL_RUNS = (1, 2)
 FollowupMode = Literal["turn", "with-context", "offline"]
 # Manual folders whose pages have a twin of the same file name in the other language.
 _TWIN_FOLDERS = {"gnucash-help-de/": "gnucash-help-en/", "gnucash-guide-de/": "gnucash-guide-en/"}
@@ -83,20 +91,40 @@ def load_translated_queries(path: Path = TRANSLATED_QUERIES) -> list[EvalQuery]:
 
 
 def load_heldout_queries(
-    language: str, *, as_english: bool = False, path: Path = HELDOUT_QUERIES
+    language: str,
+    *,
+    as_english: bool = False,
+    model_run: int | None = None,
+    path: Path = HELDOUT_QUERIES,
 ) -> list[EvalQuery]:
-    """The held-out questions in `language`; `as_english`: their English renderings."""
+    """The held-out questions in `language`; `as_english`: their English renderings;
+    `model_run` (1 or 2): the query a chat model wrote for each in that run
+    (`MODEL_QUERIES`)."""
+    model_queries = _model_queries(model_run) if model_run else {}
+
+    def text_of(item: dict[str, Any]) -> str:
+        if model_run:
+            return model_queries[item["id"]]
+        return str(item["english"] if as_english else item["text"])
+
     return [
         EvalQuery(
             item["id"],
-            item["english"] if as_english else item["text"],
+            text_of(item),
             frozenset(item["gold"]),
             "question",
-            "en" if as_english else language,
+            "en" if as_english or model_run else language,
         )
         for item in yaml.safe_load(path.read_text(encoding="utf-8"))
         if item["language"] == language
     ]
+
+
+def _model_queries(run: int, path: Path = MODEL_QUERIES) -> dict[str, str]:
+    return {
+        item["id"]: item["queries"][run - 1]
+        for item in yaml.safe_load(path.read_text(encoding="utf-8"))
+    }
 
 
 def english_twin(source: str) -> str:

@@ -332,10 +332,25 @@ def _query_sets(evals_dir: Path) -> dict[str, list[bench.EvalQuery]]:
         "staff chats, with context": bench.load_eval_queries(evals_dir, "with-context", staff),
         "staff chats, offline model's query": bench.load_eval_queries(evals_dir, "offline", staff),
         "held-out en": bench.load_heldout_queries("en"),
+        "held-out en, second set": bench.load_heldout_queries(
+            "en", path=bench.SECOND_HELDOUT_QUERIES
+        ),
         "held-out ru, as asked": bench.load_heldout_queries("ru"),
         "held-out de, as asked": bench.load_heldout_queries("de"),
         "held-out ru, searched in English": bench.load_heldout_queries("ru", as_english=True),
         "held-out de, searched in English": bench.load_heldout_queries("de", as_english=True),
+        **{
+            f"held-out {language}{part}, as a chat model searched (run {run})": (
+                bench.load_heldout_queries(language, model_run=run, path=path)
+            )
+            for language, part, path in (
+                ("en", "", bench.HELDOUT_QUERIES),
+                ("en", ", second set", bench.SECOND_HELDOUT_QUERIES),
+                ("ru", "", bench.HELDOUT_QUERIES),
+                ("de", "", bench.HELDOUT_QUERIES),
+            )
+            for run in bench.MODEL_RUNS
+        },
         "dev translated ru+de, as asked": bench.load_translated_queries(),
     }
 

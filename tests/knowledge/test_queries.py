@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from knowledge import bench
+from knowledge.keywords import query_language
 from knowledge.queries import contextual_query, looks_like_followup
 
 PREVIOUS = "OFX import doesn't match transactions that are 5 days off. Which preference?"
@@ -55,6 +56,39 @@ def test_the_held_out_questions_cover_three_languages_with_english_renderings() 
     assert [q.id for q in translated] == [q.id for q in german]
     assert translated[0].text != german[0].text
     assert all(q.gold and all(g.startswith("gnucash-") for g in q.gold) for q in english)
+
+
+def test_the_second_held_out_set_is_english_and_asks_nothing_the_first_asks() -> None:
+    second = bench.load_heldout_queries("en", path=bench.SECOND_HELDOUT_QUERIES)
+    first = bench.load_heldout_queries("en")
+    assert len(second) >= 30
+    assert len({q.id for q in second}) == len(second)
+    assert not {q.text for q in second} & {q.text for q in first}
+    assert all(q.gold and all(g.startswith("gnucash-") for g in q.gold) for q in second)
+
+
+@pytest.mark.parametrize(
+    ("language", "path"),
+    [
+        ("en", bench.HELDOUT_QUERIES),
+        ("ru", bench.HELDOUT_QUERIES),
+        ("de", bench.HELDOUT_QUERIES),
+        ("en", bench.SECOND_HELDOUT_QUERIES),
+    ],
+)
+def test_every_held_out_question_has_the_chat_models_english_query(
+    language: str, path: Path
+) -> None:
+    asked = bench.load_heldout_queries(language, path=path)
+    runs = [
+        bench.load_heldout_queries(language, model_run=run, path=path) for run in bench.MODEL_RUNS
+    ]
+    for searched in runs:
+        assert [q.id for q in searched] == [q.id for q in asked]
+        assert [q.gold for q in searched] == [q.gold for q in asked]
+        assert all(q.text.strip() and query_language(q.text) == "en" for q in searched)
+        assert {q.language for q in searched} == {"en"}
+    assert runs[0] != runs[1]
 
 
 def test_a_german_page_counts_for_its_english_twin() -> None:
