@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot, ReplyParameters
 from telegram import Message as TelegramMessage
 from telegram._utils.types import ReplyMarkup
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from app.chat.types import Citation, citations_of
 from app.db import queries
@@ -58,6 +58,44 @@ class Destination:
 
 def _seconds(retry_after: int | timedelta) -> float:
     return retry_after.total_seconds() if isinstance(retry_after, timedelta) else retry_after
+
+
+async def send_patiently(
+    send: Callable[[], Awaitable[Any]],
+    patience_seconds: float,
+    stopping: asyncio.Event | None = None,
+) -> None:
+    """Call `send` until it succeeds: after a RetryAfter as long as Telegram says, after
+    network errors, timeouts and 5xx with exponential backoff, never after a BadRequest
+    (the message itself is refused). Re-raises the last failure when the next try would
+    start after the patience, and TimedOut when a try itself (e.g. the rate limiter
+    waiting out flood control) outlasts it; Stopping once `stopping` is set."""
+    stopping = stopping or asyncio.Event()  # no stop signal: only the patience ends it
+    loop = asyncio.get_running_loop()
+    give_up_at = loop.time() + patience_seconds
+    backoff = FIRST_BACKOFF_SECONDS
+    while True:
+        if stopping.is_set():
+            raise Stopping
+        try:
+            async with asyncio.timeout_at(give_up_at):
+                await send()
+            return
+        except TimeoutError as error:
+            raise TimedOut(f"gave up after {patience_seconds:g} s") from error
+        except RetryAfter as error:  # Telegram's flood control says how long to wait
+            failure: TelegramError = error
+            wait = _seconds(error.retry_after)
+        except BadRequest:  # the message itself is refused: sending again cannot help
+            raise
+        except NetworkError as error:  # connection failures, timeouts, 5xx
+            failure = error
+            wait, backoff = backoff, min(2 * backoff, MAX_BACKOFF_SECONDS)
+        if loop.time() + wait > give_up_at:
+            raise failure
+        log.warning("sending failed (%s); trying again in %.1f s", failure, wait)
+        with suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), wait)
 
 
 class Outbox:
@@ -146,7 +184,7 @@ class Outbox:
                 reply_markup=reply_markup if last else None,
             )
             try:
-                await self._patiently(send)
+                await send_patiently(send, self._patience, self.stopping)
             except Stopping:
                 log.info("stopping: the answer of turn %s is sent at the next start", turn_id)
                 return False
@@ -161,30 +199,6 @@ class Outbox:
             await self._record(turn_id, parts_sent=index + 1)
         await self._record(turn_id, state="sent")
         return True
-
-    async def _patiently(self, send: Callable[[], Awaitable[Any]]) -> None:
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + self._patience
-        backoff = FIRST_BACKOFF_SECONDS
-        while True:
-            if self.stopping.is_set():
-                raise Stopping
-            try:
-                await send()
-                return
-            except RetryAfter as error:  # Telegram's flood control says how long to wait
-                failure: TelegramError = error
-                wait = _seconds(error.retry_after)
-            except BadRequest:  # the message itself is refused: sending again cannot help
-                raise
-            except NetworkError as error:  # connection failures, timeouts, 5xx
-                failure = error
-                wait, backoff = backoff, min(2 * backoff, MAX_BACKOFF_SECONDS)
-            if loop.time() + wait > give_up_at:
-                raise failure
-            log.warning("sending failed (%s); trying again in %.1f s", failure, wait)
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), wait)
 
     @staticmethod
     async def _send_part(

@@ -5,26 +5,25 @@ still gets the bot)."""
 
 import logging
 import re
+from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from telegram import (
-    Bot,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    MessageEntity,
-    Update,
-)
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.constants import MessageLimit
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
-from telegramify_markdown import utf16_len
+from telegramify_markdown import split_entities, utf16_len
 
 from app.chat.service import ChatService
 from app.chat.types import TurnRequest
 from app.handoff.card import HandoffCard
 from app.handoff.service import HandoffService, Undelivered
 from app.handoff.store import HandoffConflict, active_for_key
+from app.observability import metrics
 from app.settings import Settings
 from bot.dedupe import claim_update
+from bot.delivery import send_patiently
+from bot.render import Entity, Part, _trimmed
 from bot.updates import audience, author_name, conversation_key, question_text
 
 log = logging.getLogger(__name__)
@@ -33,6 +32,22 @@ Context = ContextTypes.DEFAULT_TYPE
 CLAIM_DATA = re.compile(r"^handoff:claim:(\d{1,10})$")
 CLAIM_PATTERN = CLAIM_DATA.pattern
 STAFF_SUFFIX = " (support team)"
+# How long a staff reply or a card is resent (bot/delivery.py's policy). Short: a staff
+# member waits on the reply's request, and the answer that opened a handoff waits on its
+# card; longer than one request timeout (5 s), so that a timed-out send is tried again.
+PATIENCE_SECONDS = 10.0
+
+
+def client_parts(author: str | None, text: str) -> list[Part]:
+    """A staff reply (under "Alice (support team):" in bold) or a notice as Telegram
+    messages, split as answers are."""
+    entities: list[Entity] = []
+    if author:
+        heading = f"{author}{STAFF_SUFFIX}:"
+        entities.append(Entity("bold", 0, utf16_len(heading)))
+        text = f"{heading}\n{text}"
+    chunks = split_entities(text, entities, MessageLimit.MAX_TEXT_LENGTH)
+    return [_trimmed(*chunk) for chunk in chunks]
 
 
 def chat_of(key: str) -> tuple[int, int | None] | None:
@@ -49,34 +64,46 @@ class TelegramMessenger:
     def __init__(self, bot: Bot, settings: Settings) -> None:
         self._bot = bot
         self._staff_chat = settings.handoff.staff_telegram_chat_id
+        self._count_failures = settings.observability.metrics_enabled
 
     async def to_client(self, conversation_key: str, author: str | None, text: str) -> bool:
         chat = chat_of(conversation_key)
         if chat is None:
             return False
-        entities: list[MessageEntity] = []
-        if author:  # "Alice (support team):" in bold above the reply
-            heading = f"{author}{STAFF_SUFFIX}:"
-            entities.append(MessageEntity(MessageEntity.BOLD, 0, utf16_len(heading)))
-            text = f"{heading}\n{text}"
-        try:
-            await self._bot.send_message(
-                chat[0], text, entities=entities or None, parse_mode=None, message_thread_id=chat[1]
+        parts = client_parts(author, text)
+        for arrived, part in enumerate(parts):
+            send = partial(
+                self._bot.send_message,
+                chat[0],
+                part.text,
+                entities=part.entities or None,
+                parse_mode=None,
+                message_thread_id=chat[1],
             )
-        except TelegramError as error:
-            raise Undelivered(f"Telegram refused the message: {error}") from error
+            try:
+                await send_patiently(send, PATIENCE_SECONDS)
+            except TelegramError as error:
+                so_far = f" ({arrived} of its {len(parts)} parts arrived)" if arrived else ""
+                raise Undelivered(f"Telegram did not take the message{so_far}: {error}") from error
         return True
 
     async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
         if self._staff_chat is None:
             return
         claim = InlineKeyboardButton("Claim", callback_data=f"handoff:claim:{handoff_id}")
-        await self._bot.send_message(
+        post = partial(
+            self._bot.send_message,
             self._staff_chat,
             card.as_text(),
             parse_mode=None,
             reply_markup=InlineKeyboardMarkup([[claim]]),
         )
+        try:
+            await send_patiently(post, PATIENCE_SECONDS)
+        except TelegramError as error:  # the handoff stands: staff see it in the web queue
+            log.error("the card of handoff %s was not posted to staff: %s", handoff_id, error)
+            if self._count_failures:
+                metrics.count_undelivered()
 
 
 class HandoffHandlers:

@@ -3,6 +3,7 @@ against the fake Bot API) in this event loop, the HTTP API (staff and client cre
 as a second process on the same database, in a thread of its own."""
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.db import migrate
 from app.db.engine import make_async_engine, make_session_factory
-from app.handoff.service import HandoffService
+from app.handoff.service import HandoffService, Undelivered
+from app.observability.metrics import REGISTRY
 from app.runtime import agent_factory
 from app.settings import ApiKey, Settings, TelegramSettings
 from tests.conftest import make_client
@@ -185,3 +187,170 @@ async def test_a_group_asks_for_a_person_staff_reply_in_the_chat_and_hand_back(
         ("staff", "alice", "For a GmbH, set the EUR tax rates first."),
         ("user", "Ann", "how do I record a payment?"),
     ]
+
+
+# -- staff replies and cards when Telegram fails (bot/delivery.py's retry policy) ----------
+
+UNDELIVERED = "supportbot_telegram_undelivered_total"
+
+
+def undelivered() -> float:
+    return REGISTRY.get_sample_value(UNDELIVERED) or 0.0
+
+
+async def claimed_handoff(bot_api: FakeBotApi, api: TestClient) -> int:
+    """A handoff the group asked for (its notice and card sent), claimed by alice."""
+    bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot can I talk to a human?"))
+    await bot_api.wait_for_messages(2)  # the notice in the group, the card for staff
+    (handoff,) = (await call(api, "get", "/v1/handoffs", headers=STAFF)).json()
+    claimed = await call(api, "post", f"/v1/handoffs/{handoff['id']}/claim", headers=STAFF)
+    assert claimed.status_code == 200
+    return int(handoff["id"])
+
+
+async def staff_reply(api: TestClient, handoff: int, text: str) -> Any:
+    return await call(
+        api, "post", f"/v1/handoffs/{handoff}/messages", headers=STAFF, json={"text": text}
+    )
+
+
+async def stored_staff_messages(service: ChatService) -> list[str]:
+    found = await service.history(f"telegram:{GROUP['id']}")
+    assert found is not None
+    return [m.content for m in found[1] if m.role == "staff"]
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_after"), [(502, None), (429, 1)], ids=["bad-gateway", "flood-control"]
+)
+async def test_a_staff_reply_is_resent_after_a_transient_failure_and_arrives_once(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    api: TestClient,
+    status: int,
+    retry_after: int | None,
+) -> None:
+    async with polling_bot(handoff_settings, service, sessions):
+        handoff = await claimed_handoff(bot_api, api)
+        bot_api.fail_sends(1, status, retry_after=retry_after)
+        sent = await staff_reply(api, handoff, "Hi Ann, Alice here.")
+
+    assert sent.status_code == 201
+    reply = "alice (support team):\nHi Ann, Alice here."
+    assert [m["text"] for m in bot_api.sent()].count(reply) == 2  # refused, then taken
+    assert in_chat(bot_api, GROUP).count(reply) == 1
+    assert await stored_staff_messages(service) == ["Hi Ann, Alice here."]
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_after"), [(400, None), (429, 60)], ids=["refused", "flood-control-too-long"]
+)
+async def test_a_staff_reply_telegram_will_not_take_now_is_stored_and_answers_502_at_once(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    api: TestClient,
+    status: int,
+    retry_after: int | None,
+) -> None:
+    async with polling_bot(handoff_settings, service, sessions):
+        handoff = await claimed_handoff(bot_api, api)
+        calls_before = len(bot_api.sent())
+        bot_api.fail_sends(1, status, retry_after=retry_after)
+        sent = await staff_reply(api, handoff, "Hi Ann, Alice here.")
+
+    assert sent.status_code == 502
+    assert "Telegram did not take the message" in sent.json()["detail"]
+    assert len(bot_api.sent()) == calls_before + 1  # not tried again
+    assert len(in_chat(bot_api, GROUP)) == 1  # the takeover notice only
+    assert await stored_staff_messages(service) == ["Hi Ann, Alice here."]
+
+
+async def test_a_staff_reply_longer_than_a_message_arrives_as_several_in_order(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    api: TestClient,
+) -> None:
+    """Through the service: the HTTP API takes replies of up to 4,000 characters."""
+    steps = [
+        f"Step {n}: open the ledger, check account {n} and its balance." for n in range(1, 200)
+    ]
+    long_reply = "\n".join(steps)[:6000].rstrip()
+    assert service.handoffs is not None
+    async with polling_bot(handoff_settings, service, sessions):
+        handoff = await claimed_handoff(bot_api, api)
+        assert await service.handoffs.reply(handoff, "alice", long_reply) is not None
+
+    first, second = bot_api.delivered[-2:]
+    assert first["chat_id"] == second["chat_id"] == GROUP["id"]
+    heading = "alice (support team):"
+    assert first["text"].startswith(f"{heading}\nStep 1: ")
+    assert first["entities"] == [{"type": "bold", "offset": 0, "length": len(heading)}]
+    assert "entities" not in second
+    assert f"{first['text']}\n{second['text']}" == f"{heading}\n{long_reply}"
+    assert len(bot_api.delivered) == 4  # the notice, the card and the two parts
+    assert await stored_staff_messages(service) == [long_reply]
+
+
+async def test_a_handoffs_first_send_failing_once_still_brings_notice_and_card_once(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    bot_api.fail_sends(1, 502)  # whichever goes first, the notice or the card
+    async with polling_bot(handoff_settings, service, sessions):
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot can I talk to a human?"))
+        await bot_api.wait_for_messages(2)
+
+    (notice,) = in_chat(bot_api, GROUP)
+    assert "person from our support team" in notice
+    (card,) = in_chat(bot_api, STAFF_CHAT)
+    assert card.startswith(f"Handoff: telegram:{GROUP['id']}")
+    assert len(bot_api.sent()) == 3
+
+
+async def test_a_card_that_cannot_be_posted_leaves_the_handoff_in_the_queue(
+    bot_api: FakeBotApi, api: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = undelivered()
+    bot_api.fail_sends(1_000_000, 429, retry_after=3600)  # the staff chat is out of reach
+    turn = {"audience": "client", "author": "Ann", "text": "Can I talk to a human?"}
+    asked = await call(
+        api, "post", "/v1/conversations/api:shop:1/messages", json=turn, headers=CLIENT
+    )
+
+    assert asked.status_code == 200
+    assert "person from our support team" in asked.json()["text"]
+    (handoff,) = (await call(api, "get", "/v1/handoffs", headers=STAFF)).json()
+    assert handoff["card"]["conversation_key"] == "api:shop:1" and handoff["status"] == "open"
+    assert [m["chat_id"] for m in bot_api.sent()] == [STAFF_CHAT["id"]]  # given up at once
+    assert bot_api.delivered == []
+    (error,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert error.startswith(f"the card of handoff {handoff['id']} was not posted to staff: ")
+    assert undelivered() == before + 1
+
+
+async def test_a_staff_reply_the_rate_limiter_would_hold_for_minutes_gives_up_at_the_patience(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    api: TestClient,
+) -> None:
+    """In the bot's process (and the webhook's) replies go through python-telegram-bot's
+    rate limiter, which waits out a RetryAfter itself before the retry policy sees it."""
+    assert service.handoffs is not None
+    async with polling_bot(handoff_settings, service, sessions):
+        handoff = await claimed_handoff(bot_api, api)
+        bot_api.fail_sends(1, 429, retry_after=600)
+        with pytest.raises(Undelivered, match="gave up after 10 s"):
+            await service.handoffs.reply(handoff, "alice", "Hi Ann, Alice here.")
+
+    assert len(in_chat(bot_api, GROUP)) == 1  # the takeover notice only
+    assert await stored_staff_messages(service) == ["Hi Ann, Alice here."]
