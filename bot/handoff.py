@@ -9,10 +9,9 @@ from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.constants import MessageLimit
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
-from telegramify_markdown import split_entities, utf16_len
+from telegramify_markdown import utf16_len
 
 from app.chat.service import ChatService
 from app.chat.types import TurnRequest
@@ -23,7 +22,7 @@ from app.observability import metrics
 from app.settings import Settings
 from bot.dedupe import claim_update
 from bot.delivery import send_patiently
-from bot.render import Entity, Part, _trimmed
+from bot.render import Entity, Part, split_parts
 from bot.updates import audience, author_name, conversation_key, question_text
 
 log = logging.getLogger(__name__)
@@ -46,8 +45,7 @@ def client_parts(author: str | None, text: str) -> list[Part]:
         heading = f"{author}{STAFF_SUFFIX}:"
         entities.append(Entity("bold", 0, utf16_len(heading)))
         text = f"{heading}\n{text}"
-    chunks = split_entities(text, entities, MessageLimit.MAX_TEXT_LENGTH)
-    return [_trimmed(*chunk) for chunk in chunks]
+    return split_parts(text, entities)
 
 
 def chat_of(key: str) -> tuple[int, int | None] | None:

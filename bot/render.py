@@ -77,4 +77,12 @@ def reply_parts(
         shift = utf16_len(text + "\n\n") if text else 0
         text = f"{text}\n\n{sources}" if text else sources
         entities += [e.copy_with(offset=e.offset + shift) for e in source_entities]
+    return split_parts(text, entities, limit)
+
+
+def split_parts(
+    text: str, entities: list[Entity], limit: int = MessageLimit.MAX_TEXT_LENGTH
+) -> list[Part]:
+    """Text with its entities as Telegram messages of at most `limit` UTF-16 units, cut
+    at paragraph and line breaks where it can (`split_entities`)."""
     return [_trimmed(*chunk) for chunk in split_entities(text, entities, limit)]

@@ -98,7 +98,11 @@ class HandoffOut(BaseModel):
 
 
 class StaffReplyIn(BaseModel):
-    text: Text = Field(min_length=1, max_length=4000, description="sent under your name")
+    text: Text = Field(
+        min_length=1,
+        max_length=8192,
+        description="sent under your name; longer than one Telegram message, it goes as several",
+    )
 
     @field_validator("text")
     @classmethod

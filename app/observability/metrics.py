@@ -65,8 +65,8 @@ TURNS = Counter(
 
 UNDELIVERED = Counter(
     "supportbot_telegram_undelivered",
-    "Telegram answers (or apologies) given up on after the delivery patience ran out or "
-    "Telegram refused them",
+    "Telegram answers (or apologies) and handoff cards given up on after the delivery "
+    "patience ran out or Telegram refused them",
     registry=REGISTRY,
 )
 

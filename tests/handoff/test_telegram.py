@@ -276,15 +276,15 @@ async def test_a_staff_reply_longer_than_a_message_arrives_as_several_in_order(
     sessions: async_sessionmaker[AsyncSession],
     api: TestClient,
 ) -> None:
-    """Through the service: the HTTP API takes replies of up to 4,000 characters."""
     steps = [
         f"Step {n}: open the ledger, check account {n} and its balance." for n in range(1, 200)
     ]
     long_reply = "\n".join(steps)[:6000].rstrip()
-    assert service.handoffs is not None
     async with polling_bot(handoff_settings, service, sessions):
         handoff = await claimed_handoff(bot_api, api)
-        assert await service.handoffs.reply(handoff, "alice", long_reply) is not None
+        sent = await staff_reply(api, handoff, long_reply)
+
+    assert sent.status_code == 201
 
     first, second = bot_api.delivered[-2:]
     assert first["chat_id"] == second["chat_id"] == GROUP["id"]
