@@ -12,6 +12,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,16 +94,28 @@ class Ingester:
         stored = self._stored_documents(collection, str(root))
         pending: list[_PendingDocument] = []
         seen: set[str] = set()
-        for file in files:
-            source = file.relative_to(root).as_posix()
-            seen.add(source)
-            self._ingest_file(file, root, source, stored.get(source), pending, report)
-            if sum(len(item.chunks) for item in pending) >= EMBED_BATCH:
-                self._write(collection, str(root), pending, report)
-                pending = []
-            if progress:
-                progress(source)
-        self._write(collection, str(root), pending, report)
+        vectors_by_text: dict[str, Any] = {}
+        # A batch is embedded and written by one worker while the next files are read and
+        # chunked here: the embedder's threads release the GIL, so reading the HTML no
+        # longer leaves the cores idle between batches (one batch at a time in flight).
+        with ThreadPoolExecutor(1, thread_name_prefix="ingest-write") as writer:
+            writing: Future[None] | None = None
+            for file in files:
+                source = file.relative_to(root).as_posix()
+                seen.add(source)
+                self._ingest_file(file, root, source, stored.get(source), pending, report)
+                if sum(len(item.chunks) for item in pending) >= EMBED_BATCH:
+                    if writing:
+                        writing.result()
+                    writing = writer.submit(
+                        self._write, collection, str(root), pending, report, vectors_by_text
+                    )
+                    pending = []
+                if progress:
+                    progress(source)
+            if writing:
+                writing.result()
+        self._write(collection, str(root), pending, report, vectors_by_text)
         if path.is_dir():  # a single file says nothing about its folder's other files
             for source, (_, chunk_count) in stored.items():
                 if source not in seen:
@@ -163,8 +176,14 @@ class Ingester:
         return hashlib.sha256(settings.encode() + b"\0" + raw).hexdigest()
 
     def _write(
-        self, name: str, root: str, pending: list[_PendingDocument], report: IngestReport
+        self,
+        name: str,
+        root: str,
+        pending: list[_PendingDocument],
+        report: IngestReport,
+        vectors_by_text: dict[str, Any],
     ) -> None:
+        """Embed and store a batch; `vectors_by_text` holds this ingest's vectors so far."""
         if not pending:
             return
         items = [
@@ -174,9 +193,13 @@ class Ingester:
         ]
         # The embedder's cost grows with every token (about 2 ms each for e5 on one core):
         # the dense vector sees the heading and the passage's opening, BM25 sees it all.
-        vectors = self.embedder.embed_passages(
-            [truncate_to_tokens(text, self.embed_tokens) for _, _, text, _ in items]
-        )
+        # Manuals repeat passages (67 of the GnuCash manuals' 1,918 are copies of another):
+        # each distinct text is embedded once per ingest.
+        embedded = [truncate_to_tokens(text, self.embed_tokens) for _, _, text, _ in items]
+        new = [text for text in dict.fromkeys(embedded) if text not in vectors_by_text]
+        if new:
+            vectors_by_text.update(zip(new, self.embedder.embed_passages(new), strict=True))
+        vectors = [vectors_by_text[text] for text in embedded]
         points = [
             models.PointStruct(
                 id=str(uuid.uuid5(_POINT_NAMESPACE, f"{root}\n{item.document.source}\n{index}")),
