@@ -4,6 +4,7 @@ client implements `query_points_groups` too)."""
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,41 @@ def test_qdrant_hands_the_fusion_candidates_of_distinct_pages(
         assert max(per_source.values()) == per_page
         scores = [point.score for point in points]
         assert scores == sorted(scores, reverse=True)
+
+
+class CountingEmbedder:
+    """The real e5 embedder, counting the passages it is given."""
+
+    def __init__(self) -> None:
+        self._e5 = get_embedder()
+        self.name = self._e5.name
+        self.dimension = self._e5.dimension
+        self.passages: list[str] = []
+
+    def embed_query(self, text: str) -> Any:
+        return self._e5.embed_query(text)
+
+    def embed_passages(self, texts: list[str]) -> Any:
+        self.passages += texts
+        return self._e5.embed_passages(texts)
+
+
+def test_a_passage_repeated_across_batches_is_embedded_once_and_stored_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = "gnucash-help-en/trans-reverse.html"
+    folder = tmp_path / "manuals"
+    copy_pages([page], folder / "a")
+    copy_pages([page], folder / "b")
+    monkeypatch.setattr("knowledge.ingest.EMBED_BATCH", 1)  # each file a batch of its own
+    embedder = CountingEmbedder()
+    knowledge = KnowledgeClient.open_local(tmp_path / "qdrant")
+    try:
+        report = Ingester(knowledge, embedder).ingest(folder, "twice")
+        points = list(knowledge.scroll("twice", ["source", "chunk"]))
+        assert report.documents_added == 2
+        assert len(points) == report.chunks_added == 2 * len(embedder.passages)
+        assert len(set(embedder.passages)) == len(embedder.passages)
+        assert {payload["source"] for _, payload in points} == {f"a/{page}", f"b/{page}"}
+    finally:
+        knowledge.release()
