@@ -130,7 +130,8 @@ class KnowledgeSettings(BaseModel):
     )
     result_token_budget: int = Field(1000, description="tokens one tool result may take")
     embedder: str = Field(
-        "e5", description="`e5` (default) or `use`; see the README's knowledge-base section"
+        "e5",
+        description="`e5` (default), `e5-float` or `use`; see the README's knowledge-base section",
     )
     hybrid: bool = Field(
         False, description="fuse Qdrant's BM25 sparse hits with the dense ones (slow in local mode)"

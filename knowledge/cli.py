@@ -265,7 +265,7 @@ def run_bench(
         ),
     ] = None,
     evals_dir: Annotated[Path, typer.Option(help="the dev conversations")] = DEV_SCENARIOS,
-    embedder: Annotated[str, typer.Option(help="e5 or use")] = DEFAULT_EMBEDDER,
+    embedder: Annotated[str, typer.Option(help="e5, e5-float or use")] = DEFAULT_EMBEDDER,
     qdrant_path: Annotated[
         Path | None, typer.Option(help="local store to (re)use; a temporary one by default")
     ] = None,

