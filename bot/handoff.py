@@ -88,20 +88,32 @@ class TelegramMessenger:
     async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
         if self._staff_chat is None:
             return
+        # A card the summary model made long is split as answers are; the Claim button
+        # goes under its last part, where the reading ends.
+        parts = split_parts(card.as_text(), [])
         claim = InlineKeyboardButton("Claim", callback_data=f"handoff:claim:{handoff_id}")
-        post = partial(
-            self._bot.send_message,
-            self._staff_chat,
-            card.as_text(),
-            parse_mode=None,
-            reply_markup=InlineKeyboardMarkup([[claim]]),
-        )
-        try:
-            await send_patiently(post, PATIENCE_SECONDS)
-        except TelegramError as error:  # the handoff stands: staff see it in the web queue
-            log.error("the card of handoff %s was not posted to staff: %s", handoff_id, error)
-            if self._count_failures:
-                metrics.count_undelivered()
+        for posted, part in enumerate(parts):
+            last = posted == len(parts) - 1
+            post = partial(
+                self._bot.send_message,
+                self._staff_chat,
+                part.text,
+                parse_mode=None,
+                reply_markup=InlineKeyboardMarkup([[claim]]) if last else None,
+            )
+            try:
+                await send_patiently(post, PATIENCE_SECONDS)
+            except TelegramError as error:  # the handoff stands: staff see it in the web queue
+                so_far = f" ({posted} of its {len(parts)} parts were)" if posted else ""
+                log.error(
+                    "the card of handoff %s was not posted to staff%s: %s",
+                    handoff_id,
+                    so_far,
+                    error,
+                )
+                if self._count_failures:
+                    metrics.count_undelivered()
+                return
 
 
 class HandoffHandlers:

@@ -12,20 +12,23 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from telegram import Bot
 
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.db import migrate
 from app.db.engine import make_async_engine, make_session_factory
+from app.handoff.card import HandoffCard
 from app.handoff.service import HandoffService, Undelivered
 from app.observability.metrics import REGISTRY
 from app.runtime import agent_factory
 from app.settings import ApiKey, Settings, TelegramSettings
+from bot.handoff import TelegramMessenger
 from tests.conftest import make_client
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
 from tests.handoff.conftest import OFFICE_OPEN
 from tests.telegram.conftest import polling_bot
-from tests.telegram.fake_bot_api import TOKEN, FakeBotApi, chat, serve, user
+from tests.telegram.fake_bot_api import TOKEN, FakeBotApi, chat, serve, user, utf16_len
 
 GROUP = chat(-1001)
 STAFF_CHAT = chat(-2002)
@@ -313,6 +316,36 @@ async def test_a_handoffs_first_send_failing_once_still_brings_notice_and_card_o
     (card,) = in_chat(bot_api, STAFF_CHAT)
     assert card.startswith(f"Handoff: telegram:{GROUP['id']}")
     assert len(bot_api.sent()) == 3
+
+
+async def test_a_card_longer_than_a_message_is_posted_in_parts_with_claim_under_the_last(
+    bot_api: FakeBotApi, handoff_settings: Settings
+) -> None:
+    constraints = [f"Ann: account {n} must keep its EUR balance for the audit" for n in range(150)]
+    card = HandoffCard(
+        conversation_key=f"telegram:{GROUP['id']}",
+        channel="telegram",
+        reason="asked",
+        requested_by="Ann",
+        who=["Ann"],
+        goal="close the year",
+        constraints=constraints,
+        exchanges=[],
+        pages=[],
+        open_question="",
+        transcript_url="http://127.0.0.1:8000/v1/handoffs/7/transcript",
+    )
+    async with Bot(TOKEN, base_url=f"{bot_api.url}/bot") as bot:
+        await TelegramMessenger(bot, handoff_settings).card_opened(7, card)
+
+    parts = in_chat(bot_api, STAFF_CHAT)
+    assert len(parts) >= 2
+    assert all(utf16_len(part) <= 4096 for part in parts)
+    assert "\n".join(parts) == card.as_text()
+    *first, last = bot_api.delivered
+    assert all("reply_markup" not in message for message in first)
+    (button,) = last["reply_markup"]["inline_keyboard"][0]
+    assert button["callback_data"] == "handoff:claim:7"
 
 
 async def test_a_card_that_cannot_be_posted_leaves_the_handoff_in_the_queue(
