@@ -295,8 +295,8 @@ def _int8_graph(float_graph: bytes, layers: int) -> bytes:
     quantized per run, for every product but the feed-forward output (`l*.fo`), whose input
     comes out of GELU with outliers that one scale per tensor flattens. Measured on the
     GnuCash manuals (README, knowledge-base section): ingest CPU 0.60×, hit@5 on 692
-    questions 593 vs 594 right; with `fo` quantized too 0.48× but the staff chats lost a
-    question (592)."""
+    questions 593 vs 594 right; with `fo` quantized too 0.48×, but a dev and a staff
+    question were lost (592)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
