@@ -68,21 +68,7 @@ class TelegramMessenger:
         chat = chat_of(conversation_key)
         if chat is None:
             return False
-        parts = client_parts(author, text)
-        for arrived, part in enumerate(parts):
-            send = partial(
-                self._bot.send_message,
-                chat[0],
-                part.text,
-                entities=part.entities or None,
-                parse_mode=None,
-                message_thread_id=chat[1],
-            )
-            try:
-                await send_patiently(send, PATIENCE_SECONDS)
-            except TelegramError as error:
-                so_far = f" ({arrived} of its {len(parts)} parts arrived)" if arrived else ""
-                raise Undelivered(f"Telegram did not take the message{so_far}: {error}") from error
+        await self._send_parts(chat[0], client_parts(author, text), thread=chat[1])
         return True
 
     async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
@@ -90,30 +76,42 @@ class TelegramMessenger:
             return
         # A card the summary model made long is split as answers are; the Claim button
         # goes under its last part, where the reading ends.
-        parts = split_parts(card.as_text(), [])
         claim = InlineKeyboardButton("Claim", callback_data=f"handoff:claim:{handoff_id}")
-        for posted, part in enumerate(parts):
-            last = posted == len(parts) - 1
-            post = partial(
-                self._bot.send_message,
+        try:
+            await self._send_parts(
                 self._staff_chat,
+                split_parts(card.as_text(), []),
+                under_last=InlineKeyboardMarkup([[claim]]),
+            )
+        except Undelivered as error:  # the handoff stands: staff see it in the web queue
+            log.error("the card of handoff %s was not posted to staff: %s", handoff_id, error)
+            if self._count_failures:
+                metrics.count_undelivered()
+
+    async def _send_parts(
+        self,
+        chat_id: int,
+        parts: list[Part],
+        *,
+        thread: int | None = None,
+        under_last: InlineKeyboardMarkup | None = None,
+    ) -> None:
+        """The parts in order, each resent with patience (bot/delivery.py's policy)."""
+        for arrived, part in enumerate(parts):
+            send = partial(
+                self._bot.send_message,
+                chat_id,
                 part.text,
+                entities=part.entities or None,
                 parse_mode=None,
-                reply_markup=InlineKeyboardMarkup([[claim]]) if last else None,
+                message_thread_id=thread,
+                reply_markup=under_last if arrived == len(parts) - 1 else None,
             )
             try:
-                await send_patiently(post, PATIENCE_SECONDS)
-            except TelegramError as error:  # the handoff stands: staff see it in the web queue
-                so_far = f" ({posted} of its {len(parts)} parts were)" if posted else ""
-                log.error(
-                    "the card of handoff %s was not posted to staff%s: %s",
-                    handoff_id,
-                    so_far,
-                    error,
-                )
-                if self._count_failures:
-                    metrics.count_undelivered()
-                return
+                await send_patiently(send, PATIENCE_SECONDS)
+            except TelegramError as error:
+                so_far = f" ({arrived} of its {len(parts)} parts arrived)" if arrived else ""
+                raise Undelivered(f"Telegram did not take the message{so_far}: {error}") from error
 
 
 class HandoffHandlers:
