@@ -318,7 +318,7 @@ async def test_a_handoffs_first_send_failing_once_still_brings_notice_and_card_o
     assert len(bot_api.sent()) == 3
 
 
-async def test_a_card_longer_than_a_message_is_posted_in_parts_with_claim_under_the_last(
+async def test_a_long_card_is_posted_in_parts_claim_under_the_last_after_a_5xx(
     bot_api: FakeBotApi, handoff_settings: Settings
 ) -> None:
     constraints = [f"Ann: account {n} must keep its EUR balance for the audit" for n in range(150)]
@@ -335,11 +335,13 @@ async def test_a_card_longer_than_a_message_is_posted_in_parts_with_claim_under_
         open_question="",
         transcript_url="http://127.0.0.1:8000/v1/handoffs/7/transcript",
     )
+    bot_api.fail_sends(1, 502)  # the first part is refused once, then resent
     async with Bot(TOKEN, base_url=f"{bot_api.url}/bot") as bot:
         await TelegramMessenger(bot, handoff_settings).card_opened(7, card)
 
     parts = in_chat(bot_api, STAFF_CHAT)
     assert len(parts) >= 2
+    assert len(bot_api.sent()) == len(parts) + 1  # each part arrived once
     assert all(utf16_len(part) <= 4096 for part in parts)
     assert "\n".join(parts) == card.as_text()
     *first, last = bot_api.delivered
