@@ -153,6 +153,14 @@ class KnowledgeSettings(BaseModel):
         description="weight of WordLlama (a static English embedder) added like BM25 when "
         "`language` is `en` (0: off)",
     )
+    min_similarity: dict[str, float] = Field(
+        # e5: `supportbot kb calibrate` on the GnuCash manuals (docs/benchmarks.md)
+        default_factory=lambda: {"e5": 0.801},
+        description="per embedder: the dense similarity below which a passage is not "
+        "relevant; a search that finds none tells the model the documentation has nothing "
+        "on it. Calibrate on a collection with `supportbot kb calibrate`; an embedder not "
+        "listed keeps every passage",
+    )
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
     min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
     embed_tokens: int = Field(128, description="leading tokens of a passage the embedder sees")
@@ -161,6 +169,10 @@ class KnowledgeSettings(BaseModel):
         description="collection (or `collection/folder/`) -> the public URL its sources are "
         "published under; a citation then links to base URL + the rest of its source path",
     )
+
+    @property
+    def relevance_threshold(self) -> float:
+        return self.min_similarity.get(self.embedder, 0.0)
 
     @field_validator("public_base_urls")
     @classmethod
@@ -508,6 +520,49 @@ class ProfilesSettings(BaseModel):
         return self
 
 
+class DecisionSettings(BaseModel):
+    """What a message is before any model reads it (app/decisions): a request for a
+    person, small talk, a question; its language. Thresholds are calibrated on the example
+    messages and reported on held-out ones (`supportbot eval decisions`): each default is
+    read off `supportbot eval decisions --folds 10` (docs/benchmarks.md)."""
+
+    model_config = {"frozen": True}  # hashable: one decider per settings in a process
+
+    person_confidence: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="probability with which a message must read as a request for a person "
+        "to open a handoff, with the offline model",
+    )
+    person_confidence_before_model: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="the same with a real model: below it the model decides (it has the "
+        "`request_human` tool), so only unambiguous requests skip it",
+    )
+    smalltalk_confidence: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="probability with which a message must read as small talk (a greeting or "
+        "thanks that asks nothing) to get a short reply without a search (offline model)",
+    )
+    back_to_bot_confidence: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        description="probability with which a message must read as 'no, I just have a "
+        "question' to close a handoff nobody has claimed yet and give the bot back",
+    )
+    expected_languages: tuple[str, ...] = Field(
+        ("en", "ru", "de"),
+        description="languages the users are expected to write in (ISO 639-1): a message too "
+        "short to identify gets the likeliest of these",
+    )
+
+
 class HandoffSettings(BaseModel):
     """Handing a conversation to a person (README: Handoff to a person)."""
 
@@ -582,6 +637,7 @@ class Settings(BaseSettings):
     expert: ExpertSettings = ExpertSettings()
     profiles: ProfilesSettings = ProfilesSettings()
     handoff: HandoffSettings = HandoffSettings()
+    decisions: DecisionSettings = DecisionSettings()
     admin_token: SecretStr | None = Field(None, description="protects the admin endpoints")
     home: Path = Field(
         default_factory=default_home,

@@ -9,9 +9,8 @@ the service's own shape unless `searches_per_question` says otherwise). Three fi
   documentation does not cover it (`says_not_found`);
 - **answerable refused**: of the turns with gold pages, the share answered that way;
 - **fact coverage**: per turn with facts, the share of its facts at least 60% of whose
-  content words (`app.agent.offline.content_words`: lowercased words of three letters or
-  more, common words left out) appear in the answer; averaged over those turns. The same
-  figure as the `eval run` table's (`evals.metrics`).
+  words (`evals.words.fact_words`, the metrics' own word list) appear in the answer;
+  averaged over those turns. The same figure as the `eval run` table's (`evals.metrics`).
 
 Beside them: greetings answered without a search (kind `smalltalk`) and the answers'
 mean length in words, so that coverage cannot grow by answering at length unnoticed.

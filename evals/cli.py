@@ -12,15 +12,26 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from app.decisions.decider import decider_for
 from app.observability.simulator import RULES
-from app.settings import get_settings
+from app.settings import Settings, get_settings
 from evals.answers import answer_figures, play_scenario, says_not_found
+from evals.decisions import (
+    HELDOUT,
+    Decided,
+    by_language,
+    cross_validate,
+    decide_all,
+    load_messages,
+    threshold_sweep,
+)
+from evals.decisions import load_examples as load_decision_examples
 from evals.harness import EvalConfig, chat_model, evaluate, open_knowledge
 from evals.metrics import TurnRow
 from evals.profiles import known_profiles
 from evals.report import peer_notes, table_cells
 from evals.scenario import load_scenario
-from knowledge.store import discover_files
+from knowledge.store import KnowledgeBase, discover_files
 
 app = typer.Typer(
     help="Evals: memory profiles and answers on recorded conversations.", no_args_is_help=True
@@ -227,3 +238,103 @@ def answers(
         ]
         out.write_text(json.dumps(turns, indent=2, ensure_ascii=False), encoding="utf-8")
         console.print(f"wrote {out}")
+
+
+@app.command()
+def decisions(
+    messages: Annotated[
+        Path, typer.Option(help="labelled messages (default: the held-out set)")
+    ] = HELDOUT,
+    folds: Annotated[
+        int,
+        typer.Option(
+            help="instead: cross-validate the intent classifier on its own examples in this "
+            "many folds and sweep its thresholds (how they were chosen)"
+        ),
+    ] = 0,
+    search: Annotated[
+        bool,
+        typer.Option(
+            help='search each labelled question in the configured knowledge base ("not in '
+            'the docs"); needs the GnuCash manuals ingested'
+        ),
+    ] = True,
+    out: Annotated[Path | None, typer.Option(help="write every decision to this JSON file")] = None,
+) -> None:
+    """Route labelled messages as the service does and report, per language, handoff
+    precision and recall, small talk, "not in the docs" and language identification;
+    see evals/decisions.py."""
+    settings = get_settings()
+    decider = decider_for(settings.knowledge.embedder, settings.decisions)
+    if folds:
+        examples = load_decision_examples()
+        rows = cross_validate(decider, examples, folds)
+        _print_decisions(f"{folds}-fold cross-validation on the examples", rows, settings)
+        for intent in ("person", "smalltalk", "bot"):
+            sweep = Table("probability ≥", f"{intent} given", "questions given", title=intent)
+            for threshold, wanted, questions in threshold_sweep(rows, intent, SWEEP):
+                sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions))
+            console.print(sweep)
+        return
+    labelled = load_messages(messages)
+    knowledge = None
+    if search:
+        knowledge = KnowledgeBase.from_settings(settings.knowledge)
+        if not knowledge.stats().chunks:
+            console.print("the knowledge base is empty: ingest the GnuCash manuals first")
+            raise typer.Exit(1)
+    try:
+        with _progress() as bar:
+            task = bar.add_task("deciding", total=len(labelled))
+            rows = decide_all(
+                decider,
+                labelled,
+                knowledge,
+                settings.knowledge.relevance_threshold,
+                partial(bar.advance, task),
+            )
+    finally:
+        if knowledge is not None:
+            knowledge.close()
+    _print_decisions(messages.name, rows, settings)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        dumped = [
+            {**asdict(row.message), **asdict(row.decision), "hands_over": row.hands_over,
+             "hands_over_before_model": row.hands_over_before_model,
+             "smalltalk": row.smalltalk, "not_in_docs": row.not_in_docs}
+            for row in rows
+        ]  # fmt: skip
+        out.write_text(json.dumps(dumped, indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"wrote {out}")
+
+
+SWEEP = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+DECISIONS_WIDTH = 120  # a column per language, unwrapped, also when piped to a file
+
+
+def _print_decisions(title: str, rows: list[Decided], settings: Settings) -> None:
+    found = by_language(rows, settings.decisions.expected_languages)
+    table = Table("figure", *(f.language for f in found), title=title)
+    lines = [
+        ("product questions handed over (offline)", "questions_handed_over"),
+        ("… with a real model (before it)", "questions_handed_over_before_model"),
+        ("requests for a person handed over (offline)", "persons_handed_over"),
+        ("… with a real model (before it)", "persons_handed_over_before_model"),
+        ("handoff precision (offline)", "handoff_precision"),
+        ("small-talk precision", "smalltalk_precision"),
+        ("problem reports answered as small talk", "problems_as_smalltalk"),
+        ('unanswerable told "not in the docs"', "unanswerable_caught"),
+        ("answerable refused", "answerable_refused"),
+        ("language identified", "language_right"),
+    ]
+    for label, name in lines:
+        table.add_row(label, *(str(getattr(f, name)) for f in found))
+    Console(width=max(console.width, DECISIONS_WIDTH)).print(table)
+    decisions = settings.decisions
+    console.print(
+        f"thresholds: person {decisions.person_confidence} (offline), "
+        f"{decisions.person_confidence_before_model} (real model); small talk "
+        f"{decisions.smalltalk_confidence}; relevance "
+        f"{settings.knowledge.relevance_threshold} ({settings.knowledge.embedder})"
+    )

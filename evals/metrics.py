@@ -19,12 +19,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from app.agent.memory.decisions import message_tokens
 from app.agent.memory.recall import RECALL_TOOL
 from app.agent.messages import message_text
-from app.agent.offline import EXPERT_TOOL, content_words
+from app.agent.offline import EXPERT_TOOL
 from app.observability.pricing import cost_usd, price_for
 from app.observability.usage import UsageRecord
 from app.settings import ObservabilitySettings
 from evals.runner import CallRecord, ProfileRun
 from evals.scenario import Scenario
+from evals.words import fact_words
 
 # A statement or fact counts as present when this share of its content words is.
 MOSTLY = 0.6
@@ -94,14 +95,14 @@ class TurnRow:
 
 
 def share_present(wanted: str, text_words: set[str]) -> float:
-    words = content_words(wanted)
+    words = fact_words(wanted)
     return sum(w in text_words for w in words) / len(words) if words else 1.0
 
 
 def key_terms(text: str) -> set[str]:
     """The words a fact hinges on: content words and numbers, lowercase, plural `s` off,
     so `19% and 7% VAT` is {19, 7, vat} and survives `Mark: VAT rates 19 % / 7 %`."""
-    words = {_singular(w) for w in content_words(text)}
+    words = {_singular(w) for w in fact_words(text)}
     return words | {number for number in _NUMBER.findall(text)}
 
 
@@ -151,12 +152,12 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
             seen |= search.passages
         constraint = None
         if turn.kind == "probe":
-            remembered = set(content_words(remembered_text(outcome.first_request)))
+            remembered = set(fact_words(remembered_text(outcome.first_request)))
             statements = chats[outcome.chat].constraint_statements(turn)
             constraint = min((share_present(s, remembered) for s in statements), default=None)
         sent_terms = key_terms(sent_memory_text(outcome.first_request)) if turn.probes else set()
         missed = [fact for fact in turn.probes if not probe_kept(fact, sent_terms)]
-        answer_words = set(content_words(outcome.answer))
+        answer_words = set(fact_words(outcome.answer))
         input_tokens = sum(c.input_tokens for c in outcome.calls)
         cached_tokens = sum(c.cached_tokens for c in outcome.calls)
         rows.append(

@@ -25,6 +25,7 @@ from knowledge.client import StoreInUse
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from knowledge.ingest import EmbedderMismatch, IngestReport, ProgressCallback, discover_files
 from knowledge.loaders import SUPPORTED_SUFFIXES
+from knowledge.relevance import best_similarity, calibrate, load_questions
 from knowledge.store import KnowledgeBase
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
@@ -37,6 +38,9 @@ DEV_SCENARIOS = SOURCE_ROOT / "evals" / "scenarios"
 CollectionOption = Annotated[
     str | None, typer.Option(help="collection (default: the configured one)")
 ]
+
+# The questions the relevance threshold is chosen on (answerable with their pages, and not).
+CALIBRATION_QUESTIONS = SOURCE_ROOT / "evals" / "decisions" / "relevance_calibration.yaml"
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -253,6 +257,38 @@ def stats(
         return
     for key, value in result.as_dict().items():
         console.print(f"{key}: {value}")
+
+
+@app.command(name="calibrate")
+def run_calibrate(
+    questions: Annotated[
+        list[Path],
+        typer.Option(
+            help="YAML of questions labelled `docs: answerable | unanswerable`; repeat for "
+            "several (default: evals/decisions/relevance_calibration.yaml)"
+        ),
+    ] = [CALIBRATION_QUESTIONS],  # noqa: B006 - typer reads the default, never mutates it
+    max_refused: Annotated[
+        float, typer.Option(min=0, max=1, help="share of answerable questions it may refuse")
+    ] = 0.05,
+) -> None:
+    """Choose the relevance threshold of the configured embedder on the configured
+    collection: the highest similarity that refuses at most MAX_REFUSED of the answerable
+    questions; prints the setting to use."""
+    labelled = [question for path in questions for question in load_questions(path)]
+    with _knowledge_base() as kb:
+        _require_collection(kb, kb.collection)
+        scored = [(question, best_similarity(kb, question.text)) for question in labelled]
+        embedder = _settings().knowledge.embedder
+    chosen = calibrate(scored, max_refused)
+    console.print(
+        f"{embedder}: threshold {chosen.threshold:.3f} refuses {chosen.refused} of "
+        f"{chosen.answerable} answerable questions ({chosen.refused_share:.0%}) and tells "
+        f'{chosen.caught} of {chosen.unanswerable} unanswerable ones "not in the docs" '
+        f"({chosen.caught_share:.0%})"
+    )
+    setting = json.dumps({embedder: round(chosen.threshold, 3)})
+    console.print(f"SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY='{setting}'", highlight=False)
 
 
 @app.command(name="bench")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from qdrant_client import QdrantClient, models
 
 from app.settings import KnowledgeSettings
@@ -243,7 +244,7 @@ class KnowledgeBase:
             points = self._grouped_points(name, query, dense, depth, languages)
         else:
             points = self._points(name, query, dense, depth, language, languages)
-        candidates = [_passage(point) for point in points]
+        candidates = [_passage(point, dense if self.hybrid else None) for point in points]
         if self._fuses_keywords(query, language):
             ids = [str(point.id) for point in points]
             candidates = self._with_keywords(name, query, ids, candidates, depth)
@@ -268,6 +269,7 @@ class KnowledgeBase:
                 name,
                 limit=limit,
                 with_payload=True,
+                with_vectors=[DENSE] if self.hybrid else False,
                 **self._query(query, dense, depth, query_filter),
             )
         return [
@@ -289,6 +291,7 @@ class KnowledgeBase:
                 limit=depth,
                 group_size=self.passages_per_page,
                 with_payload=True,
+                with_vectors=[DENSE] if self.hybrid else False,
                 **self._query(query, dense, depth, query_filter),
             )
         hits = [hit for group in response.groups for hit in group.hits]
@@ -392,9 +395,16 @@ def _spread_over_pages(candidates: list[Passage], k: int, per_page: int) -> list
     return sorted(chosen, key=lambda passage: passage.score, reverse=True)
 
 
-def _passage(point: models.ScoredPoint) -> Passage:
+def _passage(point: models.ScoredPoint, dense: list[float] | None = None) -> Passage:
+    """The point as a passage; `dense`: the query's dense vector, when the point's score
+    is a fused rank (hybrid) and its similarity must come from its own vector."""
     score = float(point.score)
-    return replace(_passage_of(point.payload or {}), score=score, similarity=score)
+    similarity = score
+    if dense is not None:
+        vectors = point.vector if isinstance(point.vector, dict) else {}
+        vector = vectors.get(DENSE)
+        similarity = float(np.dot(vector, dense)) if isinstance(vector, list) else 0.0
+    return replace(_passage_of(point.payload or {}), score=score, similarity=similarity)
 
 
 def _passage_of(payload: dict[str, Any]) -> Passage:

@@ -56,16 +56,29 @@ def search_description(language: str) -> str:
     )
 
 
+def relevant_passages(passages: list[Passage], min_similarity: float) -> list[Passage]:
+    """The passages whose dense similarity reaches the knowledge base's threshold; one
+    without a similarity (0.0: a retriever that gives none) is kept."""
+    return [p for p in passages if not p.similarity or p.similarity >= min_similarity]
+
+
 def knowledge_search_tool(
-    retriever: Retriever, k: int, token_budget: int, language: str = "en"
+    retriever: Retriever,
+    k: int,
+    token_budget: int,
+    language: str = "en",
+    min_similarity: float = 0.0,
 ) -> BaseTool:
+    """The search tool: only relevant passages reach the model (and the turn's citations);
+    none tells it that the documentation has nothing on the query."""
+
     @tool(
         KNOWLEDGE_TOOL,
         description=search_description(language),
         response_format="content_and_artifact",
     )
     def search_knowledge_base(query: str) -> tuple[str, list[dict[str, object]]]:
-        passages: list[Passage] = retriever.search(query, k)
+        passages = relevant_passages(retriever.search(query, k), min_similarity)
         return format_passages(query, passages, token_budget), [asdict(p) for p in passages]
 
     return search_knowledge_base

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, a
 
 from app.agent.memory.state import MemoryUpdate
 from app.chat.context import working_history
+from app.chat.outcome import TurnOutcome, outcome_of
 from app.chat.transcript import from_langchain
 from app.chat.types import IMAGE_MARKER, InvalidTurn, TurnRequest, TurnStatus, with_images
 from app.db import queries
@@ -216,8 +217,10 @@ class TurnStore:
         new_messages: Sequence[BaseMessage],
         memory: MemoryUpdate | None,
         calls: Sequence[UsageRecord],
+        outcome: TurnOutcome | None = None,
     ) -> None:
-        """Store the answer, the memory's decisions and the calls; the turn ends `ok`."""
+        """Store the answer, the memory's decisions and the calls; the turn ends `ok`
+        with `outcome` (by default what the new messages show, `outcome_of`)."""
         conversation, turn = begun.conversation, begun.turn
         async with held.sessions() as session:
             await queries.append_messages(
@@ -226,7 +229,7 @@ class TurnStore:
             if memory is not None:
                 await _store_memory(session, begun, memory)
             _add_calls(session, begun, calls)
-            await _close_turn(session, turn, "ok", None)
+            await _close_turn(session, turn, "ok", None, outcome or outcome_of(new_messages))
             await session.commit()
 
     async def fail(
@@ -319,9 +322,14 @@ def _add_calls(session: AsyncSession, begun: BegunTurn, calls: Sequence[UsageRec
 
 
 async def _close_turn(
-    session: AsyncSession, turn: Turn, status: TurnStatus, error: str | None
+    session: AsyncSession,
+    turn: Turn,
+    status: TurnStatus,
+    error: str | None,
+    outcome: TurnOutcome | None = None,
 ) -> None:
     stored = await session.get(Turn, turn.id)
     assert stored is not None
     stored.status, stored.error, stored.finished_at = status, error, datetime.now(UTC)
+    stored.outcome = outcome
     stored.trace_id = turn.trace_id

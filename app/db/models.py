@@ -62,6 +62,9 @@ class Turn(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     trace_id: Mapped[str | None] = mapped_column(String(64))  # Langfuse trace, when tracing
+    # What the turn came to (app/chat/outcome.py): answered | not_found | expert |
+    # smalltalk | handed_off | quiet; None while running or when it failed.
+    outcome: Mapped[str | None] = mapped_column(String(16))
 
 
 class Message(Base):

@@ -21,7 +21,6 @@ from app.agent.messages import message_text, strip_author
 from app.chat.transcript import to_langchain
 from app.chat.types import citations_of
 from app.db.models import Conversation, Message
-from app.handoff.triggers import asks_for_person, found_nothing
 from app.observability.calls import PURPOSE_KEY
 
 log = logging.getLogger(__name__)
@@ -67,6 +66,7 @@ class HandoffCard:
     open_question: str
     transcript_url: str
     topics: list[str] = field(default_factory=list)
+    decided: str = ""  # how the decision to hand over was made, and how sure it was
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +81,7 @@ class HandoffCard:
         lines = [
             f"Handoff: {self.conversation_key} ({self.channel})",
             f"Reason: {self.reason}" + (f", by {self.requested_by}" if self.requested_by else ""),
+            *([f"Decided: {self.decided}"] if self.decided else []),
             f"Who: {', '.join(self.who) or 'unknown'}",
             f"Goal: {self.goal or '—'}",
             "Constraints:",
@@ -121,7 +122,7 @@ def exchanges_of(messages: Sequence[Message]) -> list[Exchange]:
     asked: dict[int, str] = {}
     answered: dict[int, str] = {}
     for m in messages:
-        if m.role == "user" and not asks_for_person(m.content):
+        if m.role == "user":
             asked.setdefault(m.turn, f"{m.author or 'user'}: {_shorten(m.content)}")
         elif m.role == "assistant" and not m.tool_calls and m.content:
             answered[m.turn] = _shorten(m.content)
@@ -137,7 +138,7 @@ def pages_of(messages: Sequence[Message]) -> list[str]:
         in_turn = [m for m in messages if m.turn == turn]
         answers = [m.content for m in in_turn if m.role == "assistant" and not m.tool_calls]
         passages = [p for m in in_turn if m.role == "tool" and m.artifact for p in m.artifact]
-        if answers and passages and not found_nothing(answers[-1]):
+        if answers and passages:
             for citation in citations_of(answers[-1], passages):
                 pages.setdefault(citation.source, f"{citation.title} ({citation.source})")
     return list(pages.values())
@@ -156,7 +157,6 @@ async def summarize_for_card(
         cast(AnyMessage, to_langchain(m))
         for m in messages
         if m.role in ("user", "assistant", "staff", "tool")
-        and not (m.role == "user" and asks_for_person(m.content))
     ]
     request = summary_request(summary, shown)
     request[0] = SystemMessage(CARD_INSTRUCTIONS)
@@ -172,7 +172,7 @@ async def summarize_for_card(
 
 def build_card(
     conversation: Conversation,
-    reason: str,
+    decision: tuple[str, str],
     requested_by: str | None,
     sections_text: str,
     messages: Sequence[Message],
@@ -187,10 +187,12 @@ def build_card(
     goal = " ".join(sections.get("Goal", [])) or (topics[0] if topics else "")
     if not goal and user_messages:
         goal = strip_author(_shorten(user_messages[0].content))
+    reason, decided = decision
     return HandoffCard(
         conversation_key=conversation.key,
         channel=conversation.channel,
         reason=reason,
+        decided=decided,
         requested_by=requested_by,
         who=who,
         goal=goal,

@@ -1,10 +1,7 @@
-"""What the client is told, in their language: a person takes over (and when), and the
-bot answers again once the person is done."""
+"""What the client is told, in their language (English where there is no wording for it):
+a person takes over (and when), and the bot answers again once the person is done."""
 
 from datetime import datetime
-
-from app.agent.offline import language_of
-from app.handoff.triggers import person_asked_in
 
 _TAKEOVER = {
     "en": "I am handing this conversation to a person from our support team; {when}. "
@@ -39,10 +36,10 @@ _RESUMED = {
 }
 
 
-def takeover_notice(said: str, next_shift: datetime | None) -> str:
-    """`said`: the client's words (their language); `next_shift`: None while the office
-    is staffed, else when the next shift starts (in the office's time zone)."""
-    language = person_asked_in(said) or language_of(said)  # "Einen Mitarbeiter bitte"
+def takeover_notice(language: str, next_shift: datetime | None) -> str:
+    """`language`: the client's (ISO 639-1); `next_shift`: None while the office is
+    staffed, else when the next shift starts (in the office's time zone)."""
+    language = language if language in _TAKEOVER else "en"
     if next_shift is None:
         when = _SOON[language]
     else:
@@ -53,5 +50,5 @@ def takeover_notice(said: str, next_shift: datetime | None) -> str:
     return _TAKEOVER[language].format(when=when)
 
 
-def resumed_notice(said: str) -> str:
-    return _RESUMED[language_of(said)]
+def resumed_notice(language: str) -> str:
+    return _RESUMED.get(language, _RESUMED["en"])

@@ -1,13 +1,15 @@
 """HandoffService: opens handoffs (from ChatService's two hooks and from feedback), keeps
 the bot quiet while one is open, and lets staff claim, reply and resolve.
 
-ChatService calls `take_turn` before a turn (a request for a person, or a conversation
-a person has taken over: the message is stored, the model is not called) and
-`after_answer` after one (the model called `request_human`, or the bot found nothing
-twice in a row). Staff replies and notices reach chats outside the service (Telegram)
-through the `Messenger` an adapter sets; widget and API conversations read them from the
-transcript."""
+ChatService calls `take_turn` before a turn (a request for a person the decider is sure
+of, a conversation a person has taken over, or a client who wants the bot back from a
+handoff nobody has claimed: the message is stored, the model is not called) and
+`after_answer` after one (the model called `request_human`, or the bot's last answers all
+found nothing in the documentation). Staff replies and notices reach chats outside the
+service (Telegram) through the `Messenger` an adapter sets; widget and API conversations
+read them from the transcript."""
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,6 +21,8 @@ from langchain_core.messages import AIMessage
 from sqlalchemy import func, select
 
 from app.agent.memory.summarizer import build_summary_model
+from app.agent.models import OFFLINE
+from app.chat.outcome import TurnOutcome
 from app.chat.store import HeldConversation, TurnStore
 from app.chat.turn import Emit
 from app.chat.types import (
@@ -34,13 +38,12 @@ from app.chat.types import (
 )
 from app.db import queries
 from app.db.models import Conversation, Handoff, LLMCall, Message, Turn
+from app.decisions.decider import Decision, MessageDecider, decider_for
 from app.handoff import metrics, store
 from app.handoff.card import HandoffCard, build_card, summarize_for_card
 from app.handoff.hours import next_shift_start
 from app.handoff.notices import resumed_notice, takeover_notice
 from app.handoff.store import HandoffConflict
-from app.handoff.tool import REQUEST_HUMAN
-from app.handoff.triggers import asks_for_person, found_nothing
 from app.observability.calls import UsageCollector
 from app.observability.tracing import Tracer
 from app.settings import Settings
@@ -80,15 +83,24 @@ class HandoffService:
         *,
         tracer: Tracer | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        decider: MessageDecider | None = None,
     ) -> None:
         """`tracer`: tags the traces of turns that open a handoff or are answered during
-        one (`handoff`); `now`: the clock the office hours are read with."""
+        one (`handoff`); `now`: the clock the office hours are read with; `decider`: what
+        a message is (by default the process's one for these settings)."""
         self._settings = settings
         self._turns = turns
         self._tracer = tracer or Tracer.disabled()
         self._model = summary_model or build_summary_model(settings.llm)
         self._now = now
+        self._decider = decider
         self.messenger: Messenger | None = None  # set by the Telegram adapter, if any
+
+    @property
+    def decider(self) -> MessageDecider:
+        if self._decider is None:
+            self._decider = decider_for(self._settings.knowledge.embedder, self._settings.decisions)
+        return self._decider
 
     def enabled(self, audience: str) -> bool:
         return audience in self._settings.handoff.audiences
@@ -96,20 +108,43 @@ class HandoffService:
     # -- ChatService's hooks ---------------------------------------------------------------
 
     async def take_turn(self, request: TurnRequest, emit: Emit) -> bool:
-        """Handle the turn here when the user asks for a person or a person has the
-        conversation (unless addressed with /ask): the message is stored, the model not
-        called. False: the bot answers as usual (nothing was stored)."""
+        """Handle the turn here when the user asks for a person (and the decider is sure
+        enough: with a real model only of an unambiguous request), when a person has the
+        conversation (unless addressed with /ask), or when the client wants the bot back
+        from a handoff nobody has claimed: the message is stored, the model not called.
+        False: the bot answers as usual (nothing was stored)."""
         try:
             async with self._turns.sessions() as session:
                 active = await store.active_for_key(session, request.conversation_key)
         except Exception as error:  # the turn reports the database's failure
             log.error("could not look up the handoff of %s: %r", request.conversation_key, error)
             return False
-        asked = self.enabled(request.audience) and asks_for_person(request.text)
         # Telegram's /ask handler sets `ask`; over HTTP the message starts with it.
         addressed = request.ask or request.text.lstrip().startswith("/ask")
-        if (active is None and not asked) or (active is not None and addressed):
+        if active is not None and addressed:
             return False
+        if active is None and not self.enabled(request.audience):
+            return False
+        decision = await asyncio.to_thread(self.decider.decide, request.text)
+        model_decides = self._settings.llm.model != OFFLINE
+        if active is None and not self.decider.hands_over(decision, model_decides=model_decides):
+            return False
+        back = (
+            active is not None and active.status == "open" and self.decider.gives_bot_back(decision)
+        )
+        await self._take(request, emit, decision, active, back)
+        return True
+
+    async def _take(
+        self,
+        request: TurnRequest,
+        emit: Emit,
+        decision: Decision,
+        active: Handoff | None,
+        back: bool,
+    ) -> None:
+        """The turn, stored without the model: it opens a handoff (`active` is None), gives
+        the bot back (`back`), or waits quietly for the person."""
         key = request.conversation_key
         opened: Handoff | None = None
         outcome: TurnEvent
@@ -119,13 +154,26 @@ class HandoffService:
                 begun = await self._turns.begin(held, request, profile)
                 emit(TurnStarted(key, begun.turn.number))
                 try:
+                    notice = ""
                     if active is None:
+                        how_sure = self._how_sure(decision)
                         opened = await self._open(
-                            held, begun.conversation, begun.turn.number, "asked", request.author
+                            held,
+                            begun.conversation,
+                            begun.turn.number,
+                            "asked",
+                            request.author,
+                            how_sure,
                         )
-                    notice = self._takeover_notice(request.text) if opened else ""
+                        notice = self._takeover_notice(decision.language) if opened else ""
+                    elif back:
+                        await self._give_back(held, active, request.author)
+                        notice = resumed_notice(decision.language)
                     answer = [AIMessage(notice)] if notice else []
-                    await self._turns.finish(held, begun, answer, None, [])
+                    kind: TurnOutcome = (
+                        "handed_off" if active is None else "bot_back" if back else "quiet"
+                    )
+                    await self._turns.finish(held, begun, answer, None, [], kind)
                     profile = begun.conversation.profile
                     outcome = TurnDone(TurnReply(key, begun.turn.number, profile, notice))
                 except Exception as error:
@@ -134,14 +182,35 @@ class HandoffService:
                     outcome = TurnError(key, begun.turn.number, "failed", True, FAILED_KEPT)
         except InvalidTurn as refused:
             emit(refused)
-            return True
+            return
         except Exception as error:
             log.error("turn of %s, handed to a person, not stored: %r", key, error)
             outcome = TurnError(key, None, "failed", False, NOT_KEPT)
         emit(outcome)
         if opened is not None:
             await self._announce(opened, request.audience)
-        return True
+
+    def _how_sure(self, decision: Decision) -> str:
+        """What the card says of the decision, for the staff member who reads it."""
+        needed = (
+            self._settings.decisions.person_confidence_before_model
+            if self._settings.llm.model != OFFLINE
+            else self._settings.decisions.person_confidence
+        )
+        return (
+            f"read as a request for a person with probability {decision.confidence:.2f} "
+            f"(needed {needed:.2f}; language {decision.language})"
+        )
+
+    async def _give_back(
+        self, held: HeldConversation, handoff: Handoff, author: str | None
+    ) -> None:
+        """Close a handoff nobody has claimed: the client wants the bot after all."""
+        async with held.sessions() as session:
+            closed = await store.resolve(session, handoff.id, f"client:{author or 'anonymous'}")
+            await session.commit()
+        if closed is not None and self._settings.observability.metrics_enabled:
+            metrics.RESOLVED.inc()
 
     async def after_answer(self, request: TurnRequest, reply: TurnReply) -> TurnReply:
         """Open a handoff when the model called `request_human` this turn or the last
@@ -167,20 +236,23 @@ class HandoffService:
             if await store.active_for_key(session, conversation.key):  # answered on /ask
                 self._tag(turn)
                 return reply
-            called = await store.tool_called(session, conversation.id, reply.turn, REQUEST_HUMAN)
             since = await store.last_resolved_at(session, conversation.id)
-            answers = await store.last_answers(session, conversation.id, limit, since)
-        if called is not None:
-            reason = "model"
-        elif len(answers) == limit and all(found_nothing(a) for a in answers):
+            outcomes = await store.last_outcomes(session, conversation.id, limit, since)
+        if turn.outcome == "handed_off":  # the model called `request_human`
+            reason, how_sure = "model", "the model called request_human"
+        elif len(outcomes) == limit and all(o == "not_found" for o in outcomes):
             reason = "not_found"
+            how_sure = f"{limit} answers in a row found nothing relevant in the documentation"
         else:
             return reply
+        language = self._language(request.text)
         async with self._turns.hold(conversation.key) as held:
-            opened = await self._open(held, conversation, reply.turn, reason, request.author)
+            opened = await self._open(
+                held, conversation, reply.turn, reason, request.author, how_sure
+            )
             if opened is None:
                 return reply
-            notice = self._takeover_notice(request.text)
+            notice = self._takeover_notice(language)
             await self._add_message(held, conversation, "assistant", None, notice)
         self._tag(turn)
         await self._announce(opened, request.audience)
@@ -206,10 +278,11 @@ class HandoffService:
             return
         async with self._turns.hold(conversation.key) as held:
             turn = await self._last_turn(held, conversation)
-            opened = await self._open(held, conversation, turn, "thumbs_down", None)
+            how_sure = f"{downs} answers rated 👎"
+            opened = await self._open(held, conversation, turn, "thumbs_down", None, how_sure)
             if opened is None:
                 return
-            notice = self._takeover_notice(said or "")
+            notice = self._takeover_notice(self._language(said or ""))
             await self._add_message(held, conversation, "assistant", None, notice)
         await self._announce(opened, conversation.audience)
         await self._notify(conversation.key, notice)
@@ -268,7 +341,7 @@ class HandoffService:
                 .order_by(Message.seq.desc())
                 .limit(1)
             )
-        notice = resumed_notice(said or "")
+        notice = resumed_notice(self._language(said or ""))
         async with self._turns.hold(conversation.key) as held:
             await self._add_message(held, conversation, "assistant", None, notice)
         await self._notify(conversation.key, notice)
@@ -276,8 +349,11 @@ class HandoffService:
 
     # -- inside ----------------------------------------------------------------------------
 
-    def _takeover_notice(self, said: str) -> str:
-        return takeover_notice(said, next_shift_start(self._now(), self._settings.handoff))
+    def _takeover_notice(self, language: str) -> str:
+        return takeover_notice(language, next_shift_start(self._now(), self._settings.handoff))
+
+    def _language(self, said: str) -> str:
+        return self.decider.language(said).language
 
     def _tag(self, turn: Turn) -> None:
         if turn.trace_id is not None:
@@ -298,25 +374,32 @@ class HandoffService:
         turn: int,
         reason: str,
         requested_by: str | None,
+        how_sure: str,
     ) -> Handoff | None:
         """Build the card (one summary-model call, stored as a `handoff` LLM call) and add
-        the open handoff; None when the conversation has one already."""
+        the open handoff; None when the conversation has one already. `how_sure`: how the
+        decision was made, for the card."""
         async with held.sessions() as session:
             if await store.active_for_key(session, conversation.key):
                 return None
             summary = await queries.latest_summary(session, conversation)
             messages = await queries.context_messages(session, conversation)
+            # Requests for a person and what was said while one had the chat are no topic.
+            unanswered = await store.turns_with_outcome(session, conversation.id, store.NOT_BY_BOT)
+        if reason == "asked":
+            unanswered.add(turn)
+        shown = [m for m in messages if m.turn not in unanswered]
         collector = UsageCollector(conversation.profile, self._settings.observability)
         sections = await summarize_for_card(
-            self._model, summary.text if summary else None, messages, {"callbacks": [collector]}
+            self._model, summary.text if summary else None, shown, {"callbacks": [collector]}
         )
         base = self._settings.handoff.transcript_base_url.rstrip("/")
         card = build_card(
             conversation,
-            reason,
+            (reason, how_sure),
             requested_by,
             sections,
-            messages,
+            shown,
             f"{base}/v1/conversations/{conversation.key}",
         )
         handoff = Handoff(

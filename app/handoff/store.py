@@ -10,10 +10,13 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Conversation, Feedback, Handoff, Message
+from app.chat.outcome import BOT_ANSWERED
+from app.db.models import Conversation, Feedback, Handoff, Turn
 
 HandoffStatus = Literal["open", "claimed", "resolved"]
 ACTIVE: tuple[HandoffStatus, ...] = ("open", "claimed")
+# Turns the handoff took from the bot (app/chat/outcome.py).
+NOT_BY_BOT = ("handed_off", "quiet", "bot_back")
 
 
 class HandoffConflict(Exception):
@@ -50,23 +53,26 @@ async def last_resolved_at(session: AsyncSession, conversation_id: int) -> datet
     )
 
 
-async def last_answers(
+async def last_outcomes(
     session: AsyncSession, conversation_id: int, count: int, since: datetime | None
 ) -> list[str]:
-    """The conversation's last `count` final answers (newest first), since `since`."""
-    query = select(Message).where(
-        Message.conversation_id == conversation_id, Message.role == "assistant"
+    """The outcomes of the conversation's last `count` turns the bot answered itself
+    (newest first), since `since`."""
+    query = select(Turn.outcome).where(
+        Turn.conversation_id == conversation_id, Turn.outcome.in_(BOT_ANSWERED)
     )
     if since is not None:
-        query = query.where(Message.created_at > since)
-    answers: list[str] = []
-    # Tool-call steps are assistant messages too (their JSON `null` is no SQL NULL).
-    for message in await session.scalars(query.order_by(Message.seq.desc())):
-        if not message.tool_calls:
-            answers.append(message.content)
-            if len(answers) == count:
-                break
-    return answers
+        query = query.where(Turn.finished_at > since)
+    return list(await session.scalars(query.order_by(Turn.number.desc()).limit(count)))
+
+
+async def turns_with_outcome(
+    session: AsyncSession, conversation_id: int, outcomes: tuple[str, ...]
+) -> set[int]:
+    query = select(Turn.number).where(
+        Turn.conversation_id == conversation_id, Turn.outcome.in_(outcomes)
+    )
+    return set(await session.scalars(query))
 
 
 async def thumbs_down(session: AsyncSession, conversation_id: int, since: datetime | None) -> int:
@@ -76,20 +82,6 @@ async def thumbs_down(session: AsyncSession, conversation_id: int, since: dateti
     if since is not None:
         query = query.where(Feedback.created_at > since)
     return int(await session.scalar(query) or 0)
-
-
-async def tool_called(
-    session: AsyncSession, conversation_id: int, turn: int, tool_name: str
-) -> Message | None:
-    """The result of `tool_name` in this turn, if the model called it."""
-    return await session.scalar(
-        select(Message).where(
-            Message.conversation_id == conversation_id,
-            Message.turn == turn,
-            Message.role == "tool",
-            Message.tool_name == tool_name,
-        )
-    )
 
 
 async def listed(session: AsyncSession, statuses: Sequence[str]) -> list[Handoff]:

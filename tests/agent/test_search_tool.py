@@ -1,6 +1,12 @@
-"""The search tool tells the model to query in the documentation's language."""
+"""The search tool: it tells the model to query in the documentation's language, and only
+passages relevant enough (the knowledge base's threshold) reach the model."""
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
 
 from app.agent.tools import knowledge_search_tool
+from app.chat.outcome import outcome_of
+from app.settings import KnowledgeSettings
 from knowledge.types import Passage
 
 
@@ -52,3 +58,55 @@ def test_the_offline_model_searches_a_followup_with_the_previous_topic() -> None
     query = followup.tool_calls[0]["args"]["query"]
     assert query.startswith("client paid invoice 412 bank transfer record payment")
     assert query.endswith("what if only half?")
+
+
+class _Scored:
+    """A retriever whose passages carry dense similarities."""
+
+    def __init__(self, *similarities: float) -> None:
+        self.similarities = similarities
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        return [
+            Passage(text=f"Passage {n}.", title=f"Page {n}", heading="", source=f"p{n}.html",
+                    score=s, similarity=s)
+            for n, s in enumerate(self.similarities)
+        ]  # fmt: skip
+
+
+def _call(tool: BaseTool) -> ToolMessage:
+    message = tool.invoke(
+        {"type": "tool_call", "id": "1", "name": "search_knowledge_base", "args": {"query": "q"}}
+    )
+    assert isinstance(message, ToolMessage)
+    return message
+
+
+def test_only_passages_at_or_above_the_threshold_reach_the_model_and_the_citations() -> None:
+    result = _call(knowledge_search_tool(_Scored(0.86, 0.80, 0.79), 4, 500, min_similarity=0.80))
+
+    assert [p["source"] for p in result.artifact] == ["p0.html", "p1.html"]
+    assert "Page 0" in result.content and "Page 2" not in result.content
+
+
+def test_a_search_with_nothing_relevant_tells_the_model_so_and_cites_nothing() -> None:
+    result = _call(knowledge_search_tool(_Scored(0.78, 0.75), 4, 500, min_similarity=0.80))
+
+    assert result.artifact == []
+    assert str(result.content).startswith("No knowledge-base passages found")
+    assert outcome_of([result]) == "not_found"
+    assert (
+        outcome_of([_call(knowledge_search_tool(_Scored(0.9), 4, 500, min_similarity=0.8))])
+        == "answered"
+    )
+
+
+def test_passages_without_a_similarity_are_kept() -> None:
+    assert len(_call(knowledge_search_tool(_Recorder(), 4, 500, min_similarity=0.8)).artifact) == 1
+
+
+def test_the_threshold_is_the_configured_embedders() -> None:
+    settings = KnowledgeSettings(embedder="e5", min_similarity={"e5": 0.81, "use": 0.4})
+    assert settings.relevance_threshold == 0.81
+    assert settings.model_copy(update={"embedder": "use"}).relevance_threshold == 0.4
+    assert settings.model_copy(update={"embedder": "e5-float"}).relevance_threshold == 0.0

@@ -65,7 +65,7 @@ def test_answers_are_scored_per_turn_and_summed_up(configured_kb: None, tmp_path
         ("2", "question", 1, False),
         ("3", "out_of_scope", 1, True),
     ]
-    assert turns[0]["answer"].startswith("Hello!")
+    assert turns[0]["answer"].startswith("Glad to help!")
     assert "1. Go to Sales → Invoices → New invoice." in turns[1]["answer"]
     assert "Users and roles" not in turns[2]["answer"]
     # the reply says the documentation does not cover it: the out-of-scope turn's fact

@@ -125,3 +125,65 @@ async def test_staff_conversations_are_not_handed_over_by_default(
     request = TurnRequest("widget", "widget:alice:1", "staff", "alice", "talk to a human")
     reply = await chat.handle_turn(request)
     assert "person from our support team" not in reply.text and not await handoffs.queue()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "How can I send money to a person abroad in another currency?",
+        "Where is the report of what each staff member spent?",
+        "Can I connect two employees to one vendor account?",
+    ],
+)
+async def test_a_product_question_about_people_is_answered_not_handed_over(
+    chat: ChatService, handoffs: HandoffService, model: CapturingChatModel, text: str
+) -> None:
+    calls_before = len(model.calls)
+    await chat.handle_turn(said(text))
+
+    assert len(model.calls) > calls_before  # the model answered
+    assert not await handoffs.queue()
+
+
+async def test_the_card_says_how_sure_the_decision_to_hand_over_was(
+    settings: Settings, chat: ChatService, handoffs: HandoffService
+) -> None:
+    await chat.handle_turn(said("Could somebody from your support team take over here?"))
+
+    (handoff,) = await handoffs.queue()
+    card = HandoffCard.from_json(handoff.card)
+    assert card.decided.startswith("read as a request for a person with probability ")
+    needed = settings.decisions.person_confidence
+    assert f"(needed {needed:.2f}; language en)" in card.decided
+    assert f"Decided: {card.decided}" in card.as_text()
+
+
+async def test_a_client_handed_over_by_mistake_gets_the_bot_back(
+    chat: ChatService, handoffs: HandoffService, model: CapturingChatModel
+) -> None:
+    await chat.handle_turn(said("I want to talk to a real person"))
+    (handoff,) = await handoffs.queue()
+
+    back = await chat.handle_turn(said("No no, I don't need a human, I just have a question"))
+
+    assert "answering your questions again" in back.text
+    assert not await handoffs.queue()
+    closed = await handoffs.get(handoff.id)
+    assert closed is not None and (closed.status, closed.resolved_by) == ("resolved", "client:Ann")
+    calls_before = len(model.calls)
+    answer = await chat.handle_turn(said("How do I create an invoice?"))
+    assert len(model.calls) > calls_before and "Sales → Invoices → New invoice" in answer.text
+
+
+async def test_a_claimed_handoff_stays_with_the_person_whatever_the_client_says(
+    chat: ChatService, handoffs: HandoffService, model: CapturingChatModel
+) -> None:
+    await chat.handle_turn(said("I want to talk to a real person"))
+    (handoff,) = await handoffs.queue()
+    await handoffs.claim(handoff.id, "alice")
+    calls_before = len(model.calls)
+
+    quiet = await chat.handle_turn(said("No no, I don't need a human, I just have a question"))
+
+    assert quiet.text == "" and len(model.calls) == calls_before
+    assert [h.status for h in await handoffs.queue()] == ["claimed"]

@@ -1,0 +1,44 @@
+"""The offline model's own sentences, in the asker's language: English for a language it
+has no wording for (the answer itself is still searched and quoted)."""
+
+NOT_FOUND = "I could not find this in the documentation."
+CANNOT_SEARCH = "I cannot search the knowledge base right now. Please try again later."
+
+_NOT_FOUND = {
+    "en": NOT_FOUND,
+    "de": "Dazu habe ich in der Dokumentation nichts gefunden.",
+    "ru": "Я не нашёл этого в документации.",
+}
+_TRY_AGAIN = {
+    "en": "Could you rephrase it, for example with the name of the menu or window you are "
+    "in? If the documentation does not cover it, a person from the support team can help.",
+    "de": "Können Sie die Frage anders formulieren, etwa mit dem Namen des Menüs oder "
+    "Fensters? Steht es nicht in der Dokumentation, hilft Ihnen eine Person aus dem "
+    "Support-Team weiter.",
+    "ru": "Попробуйте переформулировать вопрос, например назовите меню или окно. Если "
+    "в документации этого нет, вам поможет сотрудник поддержки.",
+}
+# One reply to a greeting, a thank-you or an acknowledgement alike.
+_SMALLTALK = {
+    "en": "Glad to help! Ask me how to do something and I will look it up in the documentation.",
+    "de": "Gern! Fragen Sie mich, wie etwas geht, und ich schlage es in der Dokumentation nach.",
+    "ru": "Рад помочь! Спросите, как что-то сделать, и я найду ответ в документации.",
+}
+_SEE_ALSO = {"en": "Details: “{page}”.", "de": "Mehr dazu: „{page}“.", "ru": "Подробнее: «{page}»."}
+
+
+def _in(templates: dict[str, str], language: str) -> str:
+    return templates.get(language, templates["en"])
+
+
+def not_found_reply(language: str, *, suggest: bool = True) -> str:
+    found = _in(_NOT_FOUND, language)
+    return f"{found} {_in(_TRY_AGAIN, language)}" if suggest else found
+
+
+def smalltalk_reply(language: str) -> str:
+    return _in(_SMALLTALK, language)
+
+
+def see_also(language: str, page: str) -> str:
+    return _in(_SEE_ALSO, language).format(page=page)

@@ -1,0 +1,234 @@
+"""How well the service routes first messages: `supportbot eval decisions`.
+
+Reads labelled messages (`evals/decisions/heldout.yaml`: written before any threshold was
+chosen and never edited to fit; each message has its language, its intent — `question`,
+`person` or `smalltalk` — and for questions whether the GnuCash manuals answer it) and
+runs each through the service's own decisions: the decider (app/decisions) and the
+knowledge base's relevance threshold. Per language it reports:
+
+- **handoff**: product questions handed to a person (goal ≤ 2%), requests for a person
+  handed over (recall, goal ≥ 95%), and precision — with the offline model's threshold
+  and with a real model's (before the model; below it the model decides);
+- **small talk**: precision of the messages answered as small talk, and the problem
+  reports answered that way (goal 0);
+- **"not in the docs"**: unanswerable questions whose search finds nothing relevant
+  (goal ≥ 90%) and answerable ones refused that way (goal ≤ 5%);
+- **language identification** accuracy.
+
+`--folds N` instead cross-validates the intent classifier on its own examples (the
+calibration set, app/decisions/examples.yaml), which is how its thresholds were chosen."""
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from app.decisions.decider import Decision, MessageDecider
+from app.decisions.intent import EXAMPLES, SoftmaxRegression
+from knowledge.relevance import LabelledQuestion, best_similarity
+from knowledge.types import Retriever
+
+HELDOUT = Path(__file__).with_name("decisions") / "heldout.yaml"
+QUESTION, PERSON, SMALLTALK = "question", "person", "smalltalk"
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class LabelledMessage:
+    id: str
+    text: str
+    language: str
+    intent: str
+    docs: str | None = None  # questions: answerable | unanswerable | unknown
+
+
+def load_messages(path: Path = HELDOUT) -> list[LabelledMessage]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return [
+        LabelledMessage(m["id"], m["text"], m["language"], m["intent"], m.get("docs"))
+        for m in data["messages"]
+    ]
+
+
+def load_examples(path: Path = EXAMPLES) -> list[LabelledMessage]:
+    """The classifier's examples as labelled messages (their language from the file's
+    grouping), and the extra languages' questions."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    messages = [
+        LabelledMessage(f"{intent}-{language}-{n}", text, language, intent)
+        for intent, by_language in data["examples"].items()
+        for language, texts in by_language.items()
+        for n, text in enumerate(texts)
+    ]
+    messages += [
+        LabelledMessage(f"language-{language}-{n}", text, language, QUESTION)
+        for language, texts in (data.get("languages") or {}).items()
+        for n, text in enumerate(texts)
+    ]
+    return messages
+
+
+@dataclass(frozen=True)
+class Decided:
+    message: LabelledMessage
+    decision: Decision
+    hands_over: bool  # offline model's threshold
+    hands_over_before_model: bool  # a real model's
+    smalltalk: bool
+    not_in_docs: bool | None = None  # None: not searched
+
+
+@dataclass(frozen=True)
+class Share:
+    count: int
+    of: int
+
+    @property
+    def value(self) -> float | None:
+        return self.count / self.of if self.of else None
+
+    def __str__(self) -> str:
+        return f"{self.count}/{self.of}" + (f" ({self.value:.0%})" if self.of else "")
+
+
+@dataclass(frozen=True)
+class DecisionFigures:
+    language: str
+    questions_handed_over: Share
+    questions_handed_over_before_model: Share
+    persons_handed_over: Share
+    persons_handed_over_before_model: Share
+    handoff_precision: Share
+    smalltalk_precision: Share
+    problems_as_smalltalk: Share
+    unanswerable_caught: Share
+    answerable_refused: Share
+    language_right: Share
+
+
+def _share(rows: Iterable[Decided], counted: Callable[[Decided], bool]) -> Share:
+    listed = list(rows)
+    return Share(sum(map(counted, listed)), len(listed))
+
+
+def figures(language: str, rows: Sequence[Decided]) -> DecisionFigures:
+    questions = [r for r in rows if r.message.intent == QUESTION]
+    persons = [r for r in rows if r.message.intent == PERSON]
+    searched = [r for r in questions if r.not_in_docs is not None]
+    return DecisionFigures(
+        language=language,
+        questions_handed_over=_share(questions, lambda r: r.hands_over),
+        questions_handed_over_before_model=_share(questions, lambda r: r.hands_over_before_model),
+        persons_handed_over=_share(persons, lambda r: r.hands_over),
+        persons_handed_over_before_model=_share(persons, lambda r: r.hands_over_before_model),
+        handoff_precision=_share(
+            [r for r in rows if r.hands_over], lambda r: r.message.intent == PERSON
+        ),
+        smalltalk_precision=_share(
+            [r for r in rows if r.smalltalk], lambda r: r.message.intent == SMALLTALK
+        ),
+        problems_as_smalltalk=_share(questions, lambda r: r.smalltalk),
+        unanswerable_caught=_share(
+            [r for r in searched if r.message.docs == "unanswerable"], lambda r: bool(r.not_in_docs)
+        ),
+        answerable_refused=_share(
+            [r for r in searched if r.message.docs == "answerable"], lambda r: bool(r.not_in_docs)
+        ),
+        language_right=_share(rows, lambda r: r.decision.language == r.message.language),
+    )
+
+
+def by_language(rows: Sequence[Decided], main: Sequence[str]) -> list[DecisionFigures]:
+    """Figures for each of `main`, the other languages together, and all."""
+    groups = [(lang, [r for r in rows if r.message.language == lang]) for lang in main]
+    others = [r for r in rows if r.message.language not in main]
+    if others:
+        groups.append(("other", others))
+    groups.append((ALL, list(rows)))
+    return [figures(language, group) for language, group in groups if group]
+
+
+def decide_all(
+    decider: MessageDecider,
+    messages: Sequence[LabelledMessage],
+    knowledge: Retriever | None = None,
+    min_similarity: float = 0.0,
+    on_message: Callable[[], None] | None = None,
+) -> list[Decided]:
+    """Each message through the decider and, for questions with a `docs` label, the
+    knowledge base's relevance threshold (when `knowledge` is given)."""
+    rows = []
+    for message in messages:
+        decision = decider.decide(message.text)
+        not_in_docs = None
+        if knowledge is not None and message.docs in ("answerable", "unanswerable"):
+            not_in_docs = best_similarity(knowledge, message.text) < min_similarity
+        rows.append(_decided(decider, message, decision, not_in_docs))
+        if on_message:
+            on_message()
+    return rows
+
+
+def _decided(
+    decider: MessageDecider,
+    message: LabelledMessage,
+    decision: Decision,
+    not_in_docs: bool | None,
+) -> Decided:
+    return Decided(
+        message,
+        decision,
+        decider.hands_over(decision, model_decides=False),
+        decider.hands_over(decision, model_decides=True),
+        decider.is_smalltalk(decision, message.text),
+        not_in_docs,
+    )
+
+
+def relevance_questions(messages: Sequence[LabelledMessage]) -> list[LabelledQuestion]:
+    return [
+        LabelledQuestion(m.text, m.docs == "answerable", m.language)
+        for m in messages
+        if m.docs in ("answerable", "unanswerable")
+    ]
+
+
+def cross_validate(
+    decider: MessageDecider, messages: Sequence[LabelledMessage], folds: int = 10
+) -> list[Decided]:
+    """Each example decided with a classifier fitted on the other folds (the extra
+    languages' questions are only decided), under the decider's thresholds."""
+    embedder = decider.classifier.embedder
+    vectors = np.stack([embedder.embed_query(m.text) for m in messages])
+    fold = np.arange(len(messages)) % folds
+    trainable = np.array([not m.id.startswith("language-") for m in messages])
+    rows: list[Decided] = []
+    for k in range(folds):
+        fit = np.flatnonzero((fold != k) & trainable)
+        model = SoftmaxRegression(vectors[fit], [messages[int(i)].intent for i in fit])
+        for i in map(int, np.flatnonzero(fold == k)):
+            probabilities = model.predict(vectors[i])
+            label = max(probabilities, key=probabilities.__getitem__)
+            guess = decider.language(messages[i].text)
+            decision = Decision(label, probabilities[label], guess.language, guess.confidence)
+            rows.append(_decided(decider, messages[i], decision, None))
+    return rows
+
+
+def threshold_sweep(
+    rows: Sequence[Decided], intent: str, thresholds: Sequence[float]
+) -> list[tuple[float, Share, Share]]:
+    """For each threshold: the messages of `intent` given it at that probability, and the
+    questions given it (what a threshold is chosen from)."""
+    wanted = [r for r in rows if r.message.intent == intent]
+    questions = [r for r in rows if r.message.intent == QUESTION]
+
+    def given(rows: list[Decided], threshold: float) -> Share:
+        return Share(
+            sum(r.decision.intent == intent and r.decision.confidence >= threshold for r in rows),
+            len(rows),
+        )
+
+    return [(t, given(wanted, t), given(questions, t)) for t in thresholds]

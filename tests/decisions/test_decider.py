@@ -1,0 +1,134 @@
+"""The decider on messages written for these tests (neither the classifier's examples nor
+the held-out set): requests for a person, and messages that look like one or like small
+talk but are questions. Each list was checked to fail on the keyword rules it replaced."""
+
+from pathlib import Path
+
+import pytest
+
+from app.decisions.decider import MessageDecider, decider_for
+from app.decisions.intent import IntentClassifier, load_examples
+from app.settings import DecisionSettings
+from knowledge.embeddings import get_embedder
+
+
+@pytest.fixture(scope="module")
+def decider() -> MessageDecider:
+    return decider_for("e5", DecisionSettings())
+
+
+REQUESTS_FOR_A_PERSON = [
+    "Would somebody from your team be able to look at my books with me?",
+    "I'd rather discuss this with an actual human being",
+    "Can you forward me to one of your colleagues please",
+    "Leiten Sie mich bitte an einen echten Ansprechpartner weiter.",
+    "Ich hätte gern jemanden am Telefon, der sich damit auskennt",
+    "Передайте, пожалуйста, мой вопрос живому сотруднику",
+    "Свяжите меня с кем-нибудь из вашей команды",
+]
+PRODUCT_QUESTIONS_ABOUT_PEOPLE = [
+    "How do I move money from my savings account to a person I owe?",
+    "Where do I record an advance paid to an employee?",
+    "Can I print the staff expense report for March?",
+    "How do I connect GnuCash to my online bank account?",
+    "Is there a way to transfer the whole account tree to a new book?",
+    "Wie übertrage ich Geld an eine Person im Ausland in Fremdwährung?",
+    "Как перевести деньги сотруднику и отразить это в учёте?",
+]
+
+
+@pytest.mark.parametrize("text", REQUESTS_FOR_A_PERSON)
+def test_a_request_for_a_person_hands_over_with_the_offline_model(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert decision.intent == "person"
+    assert decider.hands_over(decision, model_decides=False)
+
+
+@pytest.mark.parametrize("text", PRODUCT_QUESTIONS_ABOUT_PEOPLE)
+def test_a_product_question_about_people_or_transfers_stays_with_the_bot(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert not decider.hands_over(decision, model_decides=False)
+    assert not decider.hands_over(decision, model_decides=True)
+
+
+def test_with_a_real_model_an_uncertain_request_is_left_to_the_model() -> None:
+    cautious = DecisionSettings(person_confidence=0.5, person_confidence_before_model=0.999999)
+    sure = DecisionSettings(person_confidence=0.5, person_confidence_before_model=0.5)
+    classifier = decider_for("e5", DecisionSettings()).classifier
+    text = "hm, maybe someone from support could have a look at this?"
+    decision = MessageDecider(cautious, classifier).decide(text)
+    assert decision.intent == "person" and decision.confidence < 0.999999
+    assert not MessageDecider(cautious, classifier).hands_over(decision, model_decides=True)
+    assert MessageDecider(cautious, classifier).hands_over(decision, model_decides=False)
+    assert MessageDecider(sure, classifier).hands_over(decision, model_decides=True)
+
+
+GREETINGS_AND_THANKS = ["Good evening!", "cheers, that did it", "Danke schön!", "Привет всем"]
+PROBLEMS_THAT_OPEN_WITH_ONE = [
+    "Good evening, the balance sheet shows a negative equity I can't explain.",
+    "cheers, but now the import skips half of the rows",
+    "Danke, aber der Bericht ist immer noch leer.",
+    "Привет, при сохранении файла выскакивает ошибка блокировки",
+    "Hi there! My scheduled transactions stopped being created.",
+]
+
+
+@pytest.mark.parametrize("text", GREETINGS_AND_THANKS)
+def test_a_greeting_or_thanks_alone_is_small_talk(decider: MessageDecider, text: str) -> None:
+    assert decider.is_smalltalk(decider.decide(text), text)
+
+
+@pytest.mark.parametrize("text", PROBLEMS_THAT_OPEN_WITH_ONE)
+def test_a_problem_that_opens_with_a_greeting_or_thanks_is_a_question(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert not decider.is_smalltalk(decision, text)
+    assert not decider.hands_over(decision, model_decides=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("How do I set the default invoice terms for customer Jürgen Böhm?", "en"),
+        ("Comment puis-je rapprocher mon compte bancaire ?", "fr"),
+        ("¿Dónde cambio la moneda predeterminada de un libro?", "es"),
+        ("Come posso esportare le transazioni in un file CSV?", "it"),
+        ("Як змінити валюту рахунку?", "uk"),
+        ("Wie ändere ich die Währung eines Kontos?", "de"),
+        ("Как изменить валюту счёта?", "ru"),
+    ],
+)
+def test_the_language_comes_from_the_text_not_from_umlauts(
+    decider: MessageDecider, text: str, language: str
+) -> None:
+    assert decider.decide(text).language == language
+
+
+def test_a_message_too_short_to_tell_gets_an_expected_language() -> None:
+    german_first = MessageDecider(
+        DecisionSettings(expected_languages=("de", "en")),
+        decider_for("e5", DecisionSettings()).classifier,
+    )
+    assert german_first.language("Moin").language in ("de", "en")
+    assert german_first.language("").language == "de"
+
+
+def test_an_unknown_intent_in_the_examples_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "examples.yaml"
+    path.write_text("examples:\n  complaint:\n    en: ['this is bad']\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="unknown intent 'complaint'"):
+        load_examples(path)
+
+
+def test_the_classifier_is_fitted_on_its_examples_only() -> None:
+    examples = {"question": ["how do I post an invoice"], "person": ["get me a human"]}
+    classifier = IntentClassifier(get_embedder("e5"), examples)
+    assert classifier.classify("I need a human to help me").label == "person"
+    assert classifier.classify("how do I post a bill").label == "question"
+    other = IntentClassifier(get_embedder("e5"), {**examples, "smalltalk": ["hello"]})
+    assert other.fingerprint != classifier.fingerprint
