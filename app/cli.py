@@ -15,6 +15,8 @@ cli.add_typer(db_cli, name="db")
 langfuse_cli = typer.Typer(help="Langfuse: send again what did not arrive.", no_args_is_help=True)
 cli.add_typer(usage_cli, name="usage")
 cli.add_typer(langfuse_cli, name="langfuse")
+docs_cli = typer.Typer(help="Documentation written from the code.", no_args_is_help=True)
+cli.add_typer(docs_cli, name="docs")
 cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search, stats.")
 cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
 cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorded conversations.")
@@ -132,6 +134,16 @@ def langfuse_backfill() -> None:
 
     done = asyncio.run(run())
     typer.echo(f"{done.sent} feedback scores sent, {done.confirmed} confirmed by Langfuse")
+
+
+@docs_cli.command("config")
+def docs_config(
+    check: bool = typer.Option(False, help="only compare: exit 1 when the file differs"),
+) -> None:
+    """Write docs/configuration.md from the settings models."""
+    from app.config_docs import run
+
+    raise typer.Exit(run(check=check))
 
 
 def main() -> None:
