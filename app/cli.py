@@ -31,6 +31,7 @@ def serve(
     """Serve the HTTP API (and the staff widget)."""
     import uvicorn
 
+    from app.api.local_sign_in import with_local_sign_in
     from app.api.main import UnsafeExposure, create_app
     from app.observability.logs import configure_logging
     from knowledge.client import KnowledgeClient, StoreInUse
@@ -41,6 +42,7 @@ def serve(
             update={"api": settings.api.model_copy(update={"host": host})}
         )
     configure_logging(settings)
+    settings, sign_in_link = with_local_sign_in(settings, port)
     try:
         app = create_app(settings)
         # Opened before uvicorn starts so that a store another process holds is one line, not
@@ -57,6 +59,8 @@ def serve(
             err=True,
         )
         raise typer.Exit(1) from None
+    if sign_in_link:
+        typer.echo(f"The staff widget, signed in as a local staff member: {sign_in_link}")
     try:
         uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
     finally:
