@@ -2,6 +2,7 @@
 
 import typer
 
+from app import conversations_cli
 from app.bench import cli as bench_cli
 from app.settings import get_settings
 from bot import cli as telegram_cli
@@ -17,6 +18,9 @@ cli.add_typer(usage_cli, name="usage")
 cli.add_typer(langfuse_cli, name="langfuse")
 docs_cli = typer.Typer(help="Documentation written from the code.", no_args_is_help=True)
 cli.add_typer(docs_cli, name="docs")
+cli.add_typer(
+    conversations_cli.app, name="conversations", help="Stored conversations: memory profile."
+)
 cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search, stats.")
 cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
 cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorded conversations.")
