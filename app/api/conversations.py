@@ -7,7 +7,7 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from app.api.auth import Caller, CallerDep, get_caller
+from app.api.auth import Caller, CallerDep, StaffDep, get_caller
 from app.api.deps import ChatServiceDep, SettingsDep
 from app.api.errors import documented
 from app.api.markdown import answer_html
@@ -19,12 +19,22 @@ from app.api.schemas import (
     FeedbackOut,
     MessageIn,
     MessageOut,
+    ProfileIn,
+    ProfileOut,
     RatingOut,
     ReplyOut,
     UsageOut,
     UsageReportOut,
 )
-from app.chat.types import TurnDone, TurnError, TurnEvent, TurnRequest, TurnToken, citations_of
+from app.chat.types import (
+    TurnDone,
+    TurnError,
+    TurnEvent,
+    TurnRequest,
+    TurnToken,
+    UnknownProfile,
+    citations_of,
+)
 from app.db.models import Conversation, Feedback, Message
 from app.settings import CONVERSATION_KEY_PATTERN, KnowledgeSettings
 
@@ -173,6 +183,21 @@ async def get_usage(key: ReadableKey, chat: ChatServiceDep, caller: CallerDep) -
         conversation_key=key,
         by_purpose={purpose: UsageOut.of(totals) for purpose, totals in by_purpose.items()},
     )
+
+
+@router.put("/{key}/profile", responses=documented(400, 401, 403, 404, 413, 422))
+async def put_profile(
+    key: ConversationKey, body: ProfileIn, chat: ChatServiceDep, _: StaffDep
+) -> ProfileOut:
+    """Staff only: give one conversation another memory profile than its audience's, from
+    its next turn on (what earlier profiles cleared or folded stays so)."""
+    try:
+        found = await chat.set_profile(key, body.profile)
+    except UnknownProfile as unknown:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(unknown)) from None
+    if not found:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no conversation {key!r}")
+    return ProfileOut(key=key, profile=body.profile)
 
 
 def shown_messages(

@@ -193,6 +193,20 @@ class FeedbackOut(BaseModel):
     stored: bool
 
 
+class ProfileIn(BaseModel):
+    profile: str = Field(
+        min_length=1,
+        max_length=64,
+        examples=["staff"],
+        description="a memory profile name (SUPPORTBOT_PROFILES__DEFINITIONS)",
+    )
+
+
+class ProfileOut(BaseModel):
+    key: str
+    profile: str
+
+
 class WhoAmIOut(BaseModel):
     name: str | None = Field(description="the staff member's name")
     conversation_prefix: str = Field(

@@ -31,6 +31,15 @@ from app.settings import AUDIENCES, Settings
 log = logging.getLogger(__name__)
 
 
+def check_profile(settings: Settings, profile: str) -> None:
+    """UnknownProfile unless the settings define a memory profile of that name."""
+    if profile not in settings.profiles.definitions:
+        raise UnknownProfile(
+            f"unknown memory profile {profile!r}: use one of "
+            + ", ".join(settings.profiles.definitions)
+        )
+
+
 class ChatService:
     def __init__(
         self,
@@ -195,18 +204,8 @@ class ChatService:
     async def set_profile(self, conversation_key: str, profile: str) -> bool:
         """Override the audience's memory profile for one conversation; False when there
         is no such conversation. What earlier profiles cleared or dropped stays so."""
-        if profile not in self._settings.profiles.definitions:
-            raise UnknownProfile(
-                f"unknown memory profile {profile!r}: use one of "
-                + ", ".join(self._settings.profiles.definitions)
-            )
-        async with self._store.hold(conversation_key) as held, held.sessions() as session:
-            conversation = await queries.get_conversation(session, conversation_key)
-            if conversation is None:
-                return False
-            conversation.profile = profile
-            await session.commit()
-        return True
+        check_profile(self._settings, profile)
+        return await self._store.set_profile(conversation_key, profile)
 
     async def usage(
         self, conversation_key: str

@@ -246,6 +246,17 @@ class TurnStore:
             await _close_turn(session, begun.turn, status, error)
             await session.commit()
 
+    async def set_profile(self, conversation_key: str, profile: str) -> bool:
+        """Give the conversation `profile` from its next turn on (between turns: it waits for
+        one running); False when there is no such conversation."""
+        async with self.hold(conversation_key) as held, held.sessions() as session:
+            conversation = await queries.get_conversation(session, conversation_key)
+            if conversation is None:
+                return False
+            conversation.profile = profile
+            await session.commit()
+        return True
+
     async def close_orphaned_turns(self) -> list[str]:
         """Close as `interrupted` the turns left `running` that no process is finishing
         (a crash, a kill): on PostgreSQL those whose conversation's advisory lock is free;

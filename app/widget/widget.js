@@ -394,5 +394,18 @@
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); ask.requestSubmit(); }
   });
 
-  signIn().then(function (ok) { if (ok) showChat(); else showLogin(); });
+  // The link `supportbot serve` prints on a machine with no staff credentials configured
+  // (/widget#sign-in=<token>): its token is kept like a typed-in one, then taken out of the
+  // address bar. A link of an earlier start of the server no longer signs in.
+  var linkToken = /^#sign-in=([\w-]+)$/.exec(location.hash);
+  if (linkToken) {
+    localStorage.setItem(TOKEN_KEY, linkToken[1]);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  signIn().then(function (ok) {
+    if (ok) { showChat(); return; }
+    if (linkToken) localStorage.removeItem(TOKEN_KEY);
+    showLogin();
+    if (linkToken) $("sb-login-error").textContent = "That sign-in link is from an earlier start of the server: use the one it printed last.";
+  });
 })();
