@@ -34,6 +34,10 @@ PRODUCT_QUESTIONS_ABOUT_PEOPLE = [
     "Is there a way to transfer the whole account tree to a new book?",
     "Wie übertrage ich Geld an eine Person im Ausland in Fremdwährung?",
     "Как перевести деньги сотруднику и отразить это в учёте?",
+    "Can I transfer the opening balance to a person's private account?",
+    "I want a summary of the staff wages for the year",
+    "How do I get a human-readable export of the books?",
+    "Нужен отчёт по каждому сотруднику за квартал",
 ]
 
 
