@@ -1,0 +1,37 @@
+"""With a real model (the scripted OpenAI-compatible provider on 127.0.0.1), the model
+decides who gets a person unless the request is unambiguous: what the provider receives."""
+
+from pathlib import Path
+
+from app.bench.scripted_llm import ScriptedLLM
+from app.decisions.decider import decider_for
+from app.handoff.tool import REQUEST_HUMAN
+from app.settings import DecisionSettings, Settings
+from tests.conftest import make_client
+from tests.test_model_faults import ask, scripted, use_scripted
+
+__all__ = ["scripted"]  # the provider fixture
+
+
+# Reads as a request for a person, with less than the 0.9 asked for below.
+UNSURE = "would be nice if somebody looked at my file"
+
+
+def test_an_unambiguous_request_skips_the_model_an_uncertain_one_goes_to_it(
+    settings: Settings, sample_index: Path, scripted: ScriptedLLM
+) -> None:
+    use_scripted(settings, scripted)
+    settings.decisions = DecisionSettings(person_confidence_before_model=0.9)
+    read = decider_for(settings.knowledge.embedder, settings.decisions).decide(UNSURE)
+    assert read.intent == "person" and settings.decisions.person_confidence <= read.confidence < 0.9
+    with make_client(settings, sample_index) as client:
+        sure = ask(client, "I want to talk to a human, right now please", key="sure")
+        assert sure.status_code == 200 and "person from our support team" in sure.json()["text"]
+        assert scripted.requests == []  # handed over before any model call
+
+        unsure = ask(client, UNSURE, key="unsure")
+        assert unsure.status_code == 200
+        (first, *_) = scripted.requests
+        sent = [m.get("content") for m in first["messages"]]
+        assert any(UNSURE in str(c) for c in sent)
+        assert REQUEST_HUMAN in [tool["function"]["name"] for tool in first["tools"]]
