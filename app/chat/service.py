@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncGenerator, Callable
 
 from app.chat.store import TurnStore
-from app.chat.turn import AgentForProfile, Emit, TurnRunner
+from app.chat.turn import AgentForProfile, TurnRunner
 from app.chat.types import (
     InvalidTurn,
     TurnDone,
@@ -58,7 +58,7 @@ class ChatService:
         self._store = store
         self._tracer = tracer or Tracer.disabled()
         self._runner = TurnRunner(
-            settings, store, agent_for_profile, self._tracer, simulator, clock
+            settings, store, agent_for_profile, self._tracer, simulator, clock, handoffs
         )
         self._running: set[asyncio.Task[None]] = set()
         self.handoffs = handoffs
@@ -102,7 +102,7 @@ class ChatService:
         it, and its answer is stored."""
         self.validate(request)
         events: asyncio.Queue[TurnEvent | InvalidTurn] = asyncio.Queue()
-        task = asyncio.create_task(self._run(request, events.put_nowait, tokens))
+        task = asyncio.create_task(self._runner.run(request, events.put_nowait, tokens))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
         while True:
@@ -112,36 +112,6 @@ class ChatService:
             yield event
             if isinstance(event, TurnDone | TurnError):
                 return
-
-    async def _run(self, request: TurnRequest, emit: Emit, tokens: bool) -> None:
-        """The turn's task: a handoff to a person may take the turn, or end the answer
-        with a takeover notice."""
-        if self.handoffs is None:
-            await self._runner.run(request, emit, tokens)
-            return
-        ended: list[TurnDone | TurnError] = []
-
-        def seen(event: TurnEvent | InvalidTurn) -> None:
-            if isinstance(event, TurnDone | TurnError):
-                ended.append(event)
-            emit(event)
-
-        if await self.handoffs.take_turn(request, seen):
-            for event in ended:  # counted like the turns the runner ends
-                status = "ok" if isinstance(event, TurnDone) else event.status
-                self._runner.count(status, request.channel)
-            return
-        answered: list[TurnDone] = []
-
-        def hold_back_done(event: TurnEvent | InvalidTurn) -> None:
-            if isinstance(event, TurnDone):
-                answered.append(event)
-            else:
-                emit(event)
-
-        await self._runner.run(request, hold_back_done, tokens)
-        for done in answered:
-            emit(TurnDone(await self.handoffs.after_answer(request, done.reply)))
 
     async def close_orphaned_turns(self) -> int:
         """At start-up: turns left `running` by a process that is gone end `interrupted`."""

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, a
 
 from app.agent.memory.state import MemoryUpdate
 from app.chat.context import working_history
-from app.chat.outcome import TurnOutcome, outcome_of
+from app.chat.outcome import TurnOutcome
 from app.chat.transcript import from_langchain
 from app.chat.types import IMAGE_MARKER, InvalidTurn, TurnRequest, TurnStatus, with_images
 from app.db import queries
@@ -217,10 +217,10 @@ class TurnStore:
         new_messages: Sequence[BaseMessage],
         memory: MemoryUpdate | None,
         calls: Sequence[UsageRecord],
-        outcome: TurnOutcome | None = None,
+        outcome: TurnOutcome,
     ) -> None:
         """Store the answer, the memory's decisions and the calls; the turn ends `ok`
-        with `outcome` (by default what the new messages show, `outcome_of`)."""
+        with `outcome`."""
         conversation, turn = begun.conversation, begun.turn
         async with held.sessions() as session:
             await queries.append_messages(
@@ -229,7 +229,7 @@ class TurnStore:
             if memory is not None:
                 await _store_memory(session, begun, memory)
             _add_calls(session, begun, calls)
-            await _close_turn(session, turn, "ok", None, outcome or outcome_of(new_messages))
+            await _close_turn(session, turn, "ok", None, outcome)
             await session.commit()
 
     async def fail(

@@ -9,11 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from app.agent.memory.recall import ConversationArchive
 from app.agent.memory.state import MemoryContext, MemoryUpdate
+from app.chat.outcome import TurnOutcome, outcome_of
+from app.chat.routing import BOT, FollowUp, Route, TurnRouter
 from app.chat.store import BegunTurn, HeldConversation, TurnStore
 from app.chat.types import (
     FAILED_KEPT,
@@ -73,7 +75,9 @@ async def run_agent(
     return final
 
 
-def reply_of(begun: BegunTurn, new_messages: list[BaseMessage], usage: UsageTotals) -> TurnReply:
+def reply_of(
+    begun: BegunTurn, new_messages: list[BaseMessage], usage: UsageTotals, outcome: TurnOutcome
+) -> TurnReply:
     answer = new_messages[-1].text if new_messages else ""
     passages = (
         passage
@@ -89,6 +93,7 @@ def reply_of(begun: BegunTurn, new_messages: list[BaseMessage], usage: UsageTota
         text=answer,
         citations=citations_of(answer, passages),
         usage=usage,
+        outcome=outcome,
     )
 
 
@@ -126,6 +131,7 @@ class TurnRunner:
     tracer: Tracer
     simulator: PrefixCacheSimulator | None
     clock: Callable[[], float]
+    router: TurnRouter | None = None  # None: the bot answers every turn
     _secrets: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -142,10 +148,13 @@ class TurnRunner:
 
     async def run(self, request: TurnRequest, emit: Emit, tokens: bool) -> None:
         """The turn's task. It is ours alone: a cancel (shutdown) is handled here, the
-        turn ending `interrupted`, rather than passed on."""
+        turn ending `interrupted`, rather than passed on. The router decides first who
+        answers (the bot, a person, nobody yet); every route runs this one lifecycle."""
         key = request.conversation_key
+        route = await self.router.route(request) if self.router else BOT
         begun: BegunTurn | None = None
         outcome: TurnDone | TurnError | None = None
+        follow_up: FollowUp | None = None
         try:
             async with self.store.hold(key) as held:
                 profile = self.settings.profiles.by_audience[request.audience]
@@ -153,7 +162,15 @@ class TurnRunner:
                 emit(TurnStarted(key, begun.turn.number))
                 for _ in range(begun.orphans_closed):
                     self.count("interrupted", request.channel)
-                outcome = await self._answer(held, begun, request, emit if tokens else None)
+                if route.takes_turn:
+                    outcome, follow_up = await self._taken(held, begun, request, route)
+                else:
+                    outcome = await self._answer(held, begun, request, emit if tokens else None)
+                    if self.router is not None and isinstance(outcome, TurnDone):
+                        reply, follow_up = await self._after_answer(
+                            held, begun, request, outcome.reply
+                        )
+                        outcome = TurnDone(reply)
         except InvalidTurn as refused:
             emit(refused)
             return
@@ -165,6 +182,54 @@ class TurnRunner:
                 log.error("turn of %s: after its end: %s", key, self._describe(error))
         assert outcome is not None
         emit(outcome)  # after the connection is back: the next turn can start at once
+        if follow_up is not None:
+            await follow_up()
+
+    async def _taken(
+        self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, route: Route
+    ) -> tuple[TurnDone | TurnError, FollowUp | None]:
+        """The turn a route took from the bot: its notice (maybe none) stored as the
+        answer, no model called."""
+        assert self.router is not None
+        conversation, turn = begun.conversation, begun.turn
+        try:
+            taken = await self.router.take(held, begun, request, route)
+            answer = [AIMessage(taken.notice)] if taken.notice else []
+            await self.store.finish(held, begun, answer, None, [], taken.outcome)
+        except Exception as error:
+            stored_error = self._describe(error)
+            log.error(
+                "turn %s of %s (%s) failed: %s",
+                turn.number,
+                conversation.key,
+                route.kind,
+                stored_error,
+            )
+            await self.store.fail(held, begun, [], "failed", stored_error)
+            self.count("failed", request.channel)
+            return TurnError(conversation.key, turn.number, "failed", True, FAILED_KEPT), None
+        self.count("ok", request.channel)
+        reply = TurnReply(
+            conversation.key, turn.number, conversation.profile, taken.notice, outcome=taken.outcome
+        )
+        return TurnDone(reply), taken.follow_up
+
+    async def _after_answer(
+        self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, reply: TurnReply
+    ) -> tuple[TurnReply, FollowUp | None]:
+        """The router's look at the stored answer; a failure there leaves the reply as it
+        was (it is stored already)."""
+        assert self.router is not None
+        try:
+            return await self.router.after_answer(held, begun, request, reply)
+        except Exception as error:
+            log.error(
+                "turn %s of %s: no handoff after it: %s",
+                reply.turn,
+                reply.conversation_key,
+                self._describe(error),
+            )
+            return reply, None
 
     async def _answer(
         self,
@@ -210,7 +275,8 @@ class TurnRunner:
             loaded = {m.id for m in begun.working["messages"]}
             new_messages = [m for m in result["messages"] if m.id not in loaded]
             memory = result.get("memory")
-            await self.store.finish(held, begun, new_messages, memory, collector.records)
+            outcome = outcome_of(new_messages)
+            await self.store.finish(held, begun, new_messages, memory, collector.records, outcome)
         except (Exception, asyncio.CancelledError) as error:
             interrupted = deadline.expired() or isinstance(error, asyncio.CancelledError)
             status: TurnStatus = "interrupted" if interrupted else "failed"
@@ -238,7 +304,7 @@ class TurnRunner:
                 channel=request.channel,
                 seconds=time.perf_counter() - started,
             )
-        reply = reply_of(begun, new_messages, UsageTotals.of(collector.records))
+        reply = reply_of(begun, new_messages, UsageTotals.of(collector.records), outcome)
         if trace is not None:
             try:
                 await self._finish_trace(held, begun, trace, reply, memory, collector)

@@ -79,6 +79,7 @@ class TurnReply:
     text: str
     citations: list[Citation] = field(default_factory=list)
     usage: UsageTotals = field(default_factory=UsageTotals)
+    outcome: str | None = None  # what the turn came to (app/chat/outcome.py)
 
 
 IMAGE_MARKER = " [image]"

@@ -1,11 +1,12 @@
 """HandoffService: opens handoffs (from ChatService's two hooks and from feedback), keeps
 the bot quiet while one is open, and lets staff claim, reply and resolve.
 
-ChatService calls `take_turn` before a turn (a request for a person the decider is sure
-of, a conversation a person has taken over, or a client who wants the bot back from a
-handoff nobody has claimed: the message is stored, the model is not called) and
-`after_answer` after one (the model called `request_human`, or the bot's last answers all
-found nothing in the documentation). Staff replies and notices reach chats outside the
+It is the turn's router (app/chat/routing.py): `route` decides before a turn whether a
+person takes it (a request for a person the decider is sure of), nobody (a person has the
+conversation), or the bot (also when the client wants it back from a handoff nobody has
+claimed); `take` stores such a turn without the model, and `after_answer` may still hand
+over after the bot answered (the model called `request_human`, or the bot's last answers
+all found nothing in the documentation). Staff replies and notices reach chats outside the
 service (Telegram) through the `Messenger` an adapter sets; widget and API conversations
 read them from the transcript."""
 
@@ -14,28 +15,17 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage
 from sqlalchemy import func, select
 
 from app.agent.memory.summarizer import build_summary_model
 from app.agent.models import OFFLINE
-from app.chat.outcome import TurnOutcome
-from app.chat.store import HeldConversation, TurnStore
-from app.chat.turn import Emit
-from app.chat.types import (
-    FAILED_KEPT,
-    NOT_KEPT,
-    InvalidTurn,
-    TurnDone,
-    TurnError,
-    TurnEvent,
-    TurnReply,
-    TurnRequest,
-    TurnStarted,
-)
+from app.chat.routing import BOT, FollowUp, Route, Taken
+from app.chat.store import BegunTurn, HeldConversation, TurnStore
+from app.chat.types import TurnReply, TurnRequest
 from app.db import queries
 from app.db.models import Conversation, Handoff, LLMCall, Message, Turn
 from app.decisions.decider import Decision, MessageDecider, decider_for
@@ -105,90 +95,57 @@ class HandoffService:
     def enabled(self, audience: str) -> bool:
         return audience in self._settings.handoff.audiences
 
-    # -- ChatService's hooks ---------------------------------------------------------------
+    # -- the turn's router (app/chat/routing.py) ------------------------------------------
 
-    async def take_turn(self, request: TurnRequest, emit: Emit) -> bool:
-        """Handle the turn here when the user asks for a person (and the decider is sure
-        enough: with a real model only of an unambiguous request), when a person has the
-        conversation (unless addressed with /ask), or when the client wants the bot back
-        from a handoff nobody has claimed: the message is stored, the model not called.
-        False: the bot answers as usual (nothing was stored)."""
+    async def route(self, request: TurnRequest) -> Route:
+        """A person's turn when the user asks for one (and the decider is sure enough:
+        with a real model only of an unambiguous request), nobody's while a person has
+        the conversation (unless addressed with /ask), the bot's again when the client
+        wants it back from a handoff nobody has claimed; else the bot's."""
         try:
             async with self._turns.sessions() as session:
                 active = await store.active_for_key(session, request.conversation_key)
         except Exception as error:  # the turn reports the database's failure
             log.error("could not look up the handoff of %s: %r", request.conversation_key, error)
-            return False
+            return BOT
         # Telegram's /ask handler sets `ask`; over HTTP the message starts with it.
         addressed = request.ask or request.text.lstrip().startswith("/ask")
-        if active is not None and addressed:
-            return False
-        if active is None and not self.enabled(request.audience):
-            return False
+        if (active is not None and addressed) or (
+            active is None and not self.enabled(request.audience)
+        ):
+            return BOT
         decision = await asyncio.to_thread(self.decider.decide, request.text)
-        model_decides = self._settings.llm.model != OFFLINE
-        if active is None and not self.decider.hands_over(decision, model_decides=model_decides):
-            return False
-        back = (
-            active is not None and active.status == "open" and self.decider.gives_bot_back(decision)
-        )
-        await self._take(request, emit, decision, active, back)
-        return True
+        if active is None:
+            model_decides = self._settings.llm.model != OFFLINE
+            asked = self.decider.hands_over(decision, model_decides=model_decides)
+            return Route("handed_off", decision) if asked else BOT
+        if active.status == "open" and self.decider.gives_bot_back(decision):
+            return Route("bot_back", (decision, active))
+        return Route("quiet")
 
-    async def _take(
-        self,
-        request: TurnRequest,
-        emit: Emit,
-        decision: Decision,
-        active: Handoff | None,
-        back: bool,
-    ) -> None:
-        """The turn, stored without the model: it opens a handoff (`active` is None), gives
-        the bot back (`back`), or waits quietly for the person."""
-        key = request.conversation_key
-        opened: Handoff | None = None
-        outcome: TurnEvent
-        try:
-            async with self._turns.hold(key) as held:
-                profile = self._settings.profiles.by_audience[request.audience]
-                begun = await self._turns.begin(held, request, profile)
-                emit(TurnStarted(key, begun.turn.number))
-                try:
-                    notice = ""
-                    if active is None:
-                        how_sure = self._how_sure(decision)
-                        opened = await self._open(
-                            held,
-                            begun.conversation,
-                            begun.turn.number,
-                            "asked",
-                            request.author,
-                            how_sure,
-                        )
-                        notice = self._takeover_notice(decision.language) if opened else ""
-                    elif back:
-                        await self._give_back(held, active, request.author)
-                        notice = resumed_notice(decision.language)
-                    answer = [AIMessage(notice)] if notice else []
-                    kind: TurnOutcome = (
-                        "handed_off" if active is None else "bot_back" if back else "quiet"
-                    )
-                    await self._turns.finish(held, begun, answer, None, [], kind)
-                    profile = begun.conversation.profile
-                    outcome = TurnDone(TurnReply(key, begun.turn.number, profile, notice))
-                except Exception as error:
-                    log.error("turn of %s, handed to a person, failed: %r", key, error)
-                    await self._turns.fail(held, begun, [], "failed", type(error).__name__)
-                    outcome = TurnError(key, begun.turn.number, "failed", True, FAILED_KEPT)
-        except InvalidTurn as refused:
-            emit(refused)
-            return
-        except Exception as error:
-            log.error("turn of %s, handed to a person, not stored: %r", key, error)
-            outcome = TurnError(key, None, "failed", False, NOT_KEPT)
-        emit(outcome)
-        if opened is not None:
-            await self._announce(opened, request.audience)
+    async def take(
+        self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, route: Route
+    ) -> Taken:
+        """Open the handoff the user asked for, give the bot back, or stay quiet."""
+        if route.kind == "handed_off":
+            decision: Decision = route.detail
+            opened = await self._open(
+                held,
+                begun.conversation,
+                begun.turn.number,
+                "asked",
+                request.author,
+                self._how_sure(decision),
+            )
+            if opened is None:  # opened meanwhile by another turn
+                return Taken("", "handed_off")
+            notice = self._takeover_notice(decision.language)
+            return Taken(notice, "handed_off", partial(self._announce, opened, request.audience))
+        if route.kind == "bot_back":
+            decision, handoff = route.detail
+            await self._give_back(held, handoff, request.author)
+            return Taken(resumed_notice(decision.language), "bot_back")
+        return Taken("", "quiet")
 
     def _how_sure(self, decision: Decision) -> str:
         """What the card says of the decision, for the staff member who reads it."""
@@ -212,51 +169,36 @@ class HandoffService:
         if closed is not None and self._settings.observability.metrics_enabled:
             metrics.RESOLVED.inc()
 
-    async def after_answer(self, request: TurnRequest, reply: TurnReply) -> TurnReply:
-        """Open a handoff when the model called `request_human` this turn or the last
-        answers found nothing; the reply then ends with the takeover notice. A failure
-        here leaves the reply as it was (it is stored already)."""
-        try:
-            return await self._after_answer(request, reply)
-        except Exception as error:
-            log.error(
-                "no handoff after turn %s of %s: %r", reply.turn, reply.conversation_key, error
-            )
-            return reply
-
-    async def _after_answer(self, request: TurnRequest, reply: TurnReply) -> TurnReply:
+    async def after_answer(
+        self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, reply: TurnReply
+    ) -> tuple[TurnReply, FollowUp | None]:
+        """Open a handoff when the model called `request_human` this turn or the bot's
+        last answers all found nothing; the reply then ends with the takeover notice."""
         if not self.enabled(request.audience):
-            return reply
+            return reply, None
+        conversation, turn = begun.conversation, begun.turn
         limit = self._settings.handoff.not_found_turns
-        async with self._turns.sessions() as session:
-            found = await queries.find_turn(session, request.conversation_key, reply.turn)
-            if found is None:
-                return reply
-            conversation, turn = found
+        async with held.sessions() as session:
             if await store.active_for_key(session, conversation.key):  # answered on /ask
                 self._tag(turn)
-                return reply
+                return reply, None
             since = await store.last_resolved_at(session, conversation.id)
             outcomes = await store.last_outcomes(session, conversation.id, limit, since)
-        if turn.outcome == "handed_off":  # the model called `request_human`
+        if reply.outcome == "handed_off":  # the model called `request_human`
             reason, how_sure = "model", "the model called request_human"
         elif len(outcomes) == limit and all(o == "not_found" for o in outcomes):
             reason = "not_found"
             how_sure = f"{limit} answers in a row found nothing relevant in the documentation"
         else:
-            return reply
-        language = self._language(request.text)
-        async with self._turns.hold(conversation.key) as held:
-            opened = await self._open(
-                held, conversation, reply.turn, reason, request.author, how_sure
-            )
-            if opened is None:
-                return reply
-            notice = self._takeover_notice(language)
-            await self._add_message(held, conversation, "assistant", None, notice)
+            return reply, None
+        opened = await self._open(held, conversation, turn.number, reason, request.author, how_sure)
+        if opened is None:
+            return reply, None
+        notice = self._takeover_notice(self._language(request.text))
+        await self._add_message(held, conversation, "assistant", None, notice)
         self._tag(turn)
-        await self._announce(opened, request.audience)
-        return replace(reply, text=f"{reply.text}\n\n{notice}".strip())
+        text = f"{reply.text}\n\n{notice}".strip()
+        return replace(reply, text=text), partial(self._announce, opened, request.audience)
 
     async def after_feedback(self, conversation: Conversation) -> None:
         """Open a handoff once answers got `thumbs_down` 👎 (since the last handoff); the
