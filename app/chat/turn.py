@@ -1,6 +1,8 @@
-"""Running one turn: hold the conversation, store the user's message, run the agent under
-the turn's deadline, store the outcome, and tell the caller through `emit`. Every failure
-after the message is stored ends the turn `failed` or `interrupted`, never `running`."""
+"""Running one turn: ask the router who answers (app/chat/routing.py), hold the
+conversation, store the user's message, run the agent under the turn's deadline (or let
+the route take the turn), store the outcome, and tell the caller through `emit`. A failure
+after the message is stored ends the turn `failed` or `interrupted`; one the database
+cannot record leaves it `running` until the next turn or start closes it."""
 
 import asyncio
 import logging
