@@ -93,3 +93,25 @@ def test_the_summary_model_answers_a_summary_request() -> None:
     reply = ExtractiveSummaryModel().invoke(summary_request(first, SECOND))
     assert reply.text == extractive_summary(first, render_for_summary(SECOND))
     assert reply.usage_metadata is not None and reply.usage_metadata["input_tokens"] > 0
+
+
+def test_a_statement_in_any_words_is_kept_as_a_fact_acknowledgements_and_questions_are_not() -> (
+    None
+):
+    said = [
+        HumanMessage(
+            "Lea: Our club is a Swiss association that bills its members in francs.", id="1"
+        ),
+        AIMessage("Noted.", id="2"),
+        HumanMessage("Lea: ok, thanks", id="3"),
+        HumanMessage("Lea: Which report lists unpaid member fees?", id="4"),
+        AIMessage(NOT_FOUND, id="5"),
+    ]
+
+    summary = extractive_summary("", render_for_summary(said))
+
+    facts = summary.split("Facts and constraints users stated:")[1].split("Decisions:")[0]
+    assert "Swiss association that bills its members in francs. (#1)" in facts
+    assert "ok, thanks" not in summary and "unpaid member fees" not in facts
+    open_questions = summary.split("Open questions:")[1].split("Topics:")[0]
+    assert "Which report lists unpaid member fees? (#4)" in open_questions

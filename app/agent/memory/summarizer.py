@@ -2,8 +2,8 @@
 
 The summary model gets the previous summary and only the newly folded messages, rendered
 one per line with their recall ids, and returns the updated summary. With no LLM
-configured, `ExtractiveSummaryModel` does this deterministically: it copies the sentences
-in which users state facts and constraints, and indexes the questions asked.
+configured, `ExtractiveSummaryModel` does this deterministically: it copies the users'
+statements as the facts and constraints they stated, and indexes the questions asked.
 """
 
 import html
@@ -27,6 +27,7 @@ from app.agent.memory.decisions import describe_tool_result, is_cleared, tool_ca
 from app.agent.messages import message_text
 from app.agent.models import OFFLINE, build_chat_model
 from app.agent.offline import OfflineChatModel
+from app.agent.offline.replies import NOT_FOUND_SAYINGS
 from app.observability.calls import PURPOSE_KEY
 from app.settings import LLMSettings
 
@@ -62,14 +63,12 @@ SUMMARY_RUN_CONFIG: RunnableConfig = {
 _LINE = re.compile(r"^\[#(?P<id>[^\s\]]+) (?P<role>user|assistant|tool)\] (?P<text>.*)$")
 _AUTHOR = re.compile(r"^(?P<author>[^:\n]{1,64}): (?P<text>.*)$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_FACT = re.compile(
-    r"\d|[€$£]|\b(please|always|never|must|have to|has to|need|needs|only|don't|do not|"
-    r"prefer|keep|should|without|windows|mac|macos|linux|ubuntu|debian|fedora|android|ios|"
-    r"eur|usd|gbp|chf|gmbh|ltd|llc|inc|germany|german|version)\b",
-    re.IGNORECASE,
-)
+# A stated fact or constraint: a user's statement (not a question) of this many words or
+# more; shorter ones are acknowledgements ("ok, thanks").
+FACT_WORDS = 4
 _DECISION = re.compile(r"\b(we'll|we will|we decided|decided|agreed|let's|we go with)\b", re.I)
-_UNANSWERED = re.compile(r"could not find|not covered|don't know|do not know", re.IGNORECASE)
+# How the offline chat model says the documentation had nothing (app/agent/offline/replies.py).
+_UNANSWERED = re.compile("|".join(re.escape(said) for said in NOT_FOUND_SAYINGS))
 ITEM_CHARS = 220
 
 
@@ -166,7 +165,7 @@ def extractive_summary(previous: str, rendered: str) -> str:
         for sentence in _SENTENCE.split(said):
             if _DECISION.search(sentence) and not sentence.endswith("?"):
                 parts.add("Decisions", f"{author}: {_shorten(sentence)} (#{recall_id})")
-            elif _FACT.search(sentence) and not sentence.endswith("?"):
+            elif len(sentence.split()) >= FACT_WORDS and not sentence.endswith("?"):
                 parts.add(SECTIONS[0], f"{author}: {_shorten(sentence)} (#{recall_id})")
             else:
                 asked.append(sentence)

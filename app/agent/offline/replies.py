@@ -9,6 +9,9 @@ _NOT_FOUND = {
     "de": "Dazu habe ich in der Dokumentation nichts gefunden.",
     "ru": "Я не нашёл этого в документации.",
 }
+# Each language's way of saying it, as the offline summary model recognises an answer
+# that found nothing.
+NOT_FOUND_SAYINGS = tuple(_NOT_FOUND.values())
 _TRY_AGAIN = {
     "en": "Could you rephrase it, for example with the name of the menu or window you are "
     "in? If the documentation does not cover it, a person from the support team can help.",
