@@ -11,7 +11,6 @@ in the documentation's language:
 Built from the collection's payloads when a search first needs them.
 """
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -22,6 +21,7 @@ import bm25s
 import numpy as np
 import Stemmer
 
+from knowledge.language import identify
 from knowledge.types import Passage
 
 # Snowball stemmer names by ISO 639-1 code; a language without one is only lower-cased.
@@ -46,25 +46,12 @@ _STEMMERS = {
 # normalisation than Lucene's 0.75 suits passages cut to a token budget.
 _K1 = 1.2
 _B = 0.4
-# fmt: off
-_GERMAN_WORDS = frozenset({
-    "ich", "wie", "wo", "der", "die", "das", "und", "nicht", "ist", "ein", "eine", "kann",
-    "mit", "für", "wir", "sie", "auf", "zu", "den", "dem", "bei", "muss", "gibt", "es",
-})
-# fmt: on
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def query_language(text: str) -> str:
-    """`ru`, `de` or `en`: cheap enough to run on every search and to greet in the asker's
-    language (Cyrillic letters; German umlauts, ß or two common German words), English
-    otherwise."""
-    if re.search(r"[а-яё]", text, re.IGNORECASE):
-        return "ru"
-    words = {word.lower() for word in _WORD.findall(text)}
-    if re.search(r"[äöüß]", text, re.IGNORECASE) or len(words & _GERMAN_WORDS) >= 2:
-        return "de"
-    return "en"
+def query_language(text: str, documentation: str = "en") -> str:
+    """The query's language (ISO 639-1; `knowledge.language`), the documentation's when
+    too short to tell: cheap enough to run on every search."""
+    return identify(text, (documentation,), documentation).language
 
 
 @cache

@@ -236,7 +236,7 @@ class KnowledgeBase:
         languages = (
             [language]
             if language
-            else sorted({query_language(query), self.language, UNKNOWN_LANGUAGE})
+            else sorted({query_language(query, self.language), self.language, UNKNOWN_LANGUAGE})
         )
         if not self.knowledge.collection_exists(name):
             return []
@@ -320,7 +320,7 @@ class KnowledgeBase:
         return (
             (self.keyword_weight > 0 or self._uses_static)
             and language in (None, self.language)
-            and query_language(query) == self.language
+            and query_language(query, self.language) == self.language
         )
 
     @property

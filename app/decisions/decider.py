@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import cache
 
 from app.decisions.intent import BOT, PERSON, SMALLTALK, IntentClassifier, load_examples
-from app.decisions.language import LanguageGuess, identify
 from app.settings import DecisionSettings
 from knowledge.embeddings import Vectors, get_embedder
+from knowledge.language import LanguageGuess, identify
 
 # Where one clause of a message ends and another starts.
 _CLAUSE_BREAK = re.compile(r"[.,;:!?¿¡…\n]+|\s[-–—]\s")

@@ -98,7 +98,7 @@ def test_the_summary_model_answers_a_summary_request() -> None:
 def test_a_statement_in_any_words_is_kept_as_a_fact_acknowledgements_and_questions_are_not() -> (
     None
 ):
-    said = [
+    said: list[AnyMessage] = [
         HumanMessage(
             "Lea: Our club is a Swiss association that bills its members in francs.", id="1"
         ),
