@@ -1,0 +1,42 @@
+"""'Not in the documentation': the calibration that picks the relevance threshold, and the
+best similarity of a search on real manual pages (knowledge/relevance.py)."""
+
+import pytest
+
+from knowledge.relevance import LabelledQuestion, best_similarity, calibrate, outcome_at
+from knowledge.store import KnowledgeBase
+
+
+def _scored(
+    answerable: list[float], unanswerable: list[float]
+) -> list[tuple[LabelledQuestion, float]]:
+    return [(LabelledQuestion("a", True), best) for best in answerable] + [
+        (LabelledQuestion("u", False), best) for best in unanswerable
+    ]
+
+
+def test_the_threshold_refuses_at_most_the_allowed_share_of_answerable_questions() -> None:
+    answerable = [0.80 + i / 100 for i in range(20)]  # 0.80 … 0.99
+    unanswerable = [0.70, 0.79, 0.805, 0.95]
+
+    chosen = calibrate(_scored(answerable, unanswerable), max_refused=0.05)
+
+    assert chosen.threshold == pytest.approx(0.81)  # refuses one of twenty
+    assert (chosen.refused, chosen.answerable) == (1, 20)
+    assert (chosen.caught, chosen.unanswerable) == (3, 4)
+    stricter = calibrate(_scored(answerable, unanswerable), max_refused=0.0)
+    assert stricter.refused == 0 and stricter.caught == 2
+    assert outcome_at(0.9, _scored(answerable, unanswerable)).refused == 10
+
+
+def test_calibrating_needs_answerable_questions() -> None:
+    with pytest.raises(ValueError, match="answerable"):
+        calibrate(_scored([], [0.7]))
+
+
+def test_an_off_topic_question_finds_a_lower_best_similarity_than_a_covered_one(
+    knowledge_base: KnowledgeBase,
+) -> None:
+    covered = best_similarity(knowledge_base, "How do I reconcile my bank account?")
+    off_topic = best_similarity(knowledge_base, "Who won the football world cup in 2014?")
+    assert 0 < off_topic < covered <= 1
