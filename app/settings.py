@@ -133,6 +133,12 @@ class KnowledgeSettings(BaseModel):
         "e5",
         description="`e5` (default), `e5-float` or `use`; see the README's knowledge-base section",
     )
+    model_cache_dir: Path | None = Field(
+        None,
+        description="where the embedder's built ONNX graph is kept between starts (rebuilt "
+        "when the weights, the quantizer settings or onnxruntime change); unset: "
+        "$XDG_CACHE_HOME/supportbot, by default ~/.cache/supportbot",
+    )
     hybrid: bool = Field(
         False, description="fuse Qdrant's BM25 sparse hits with the dense ones (slow in local mode)"
     )
@@ -596,6 +602,8 @@ class Settings(BaseSettings):
             update={
                 "qdrant_path": self.home / self.knowledge.qdrant_path.expanduser(),
                 "sample_path": self.home / self.knowledge.sample_path.expanduser(),
+                "model_cache_dir": self.knowledge.model_cache_dir
+                and self.home / self.knowledge.model_cache_dir.expanduser(),
                 "ingest_roots": [
                     self.home / root.expanduser() for root in self.knowledge.ingest_roots
                 ],

@@ -57,7 +57,7 @@ def _settings() -> Settings:
 
 def _embedder(name: str) -> Embedder:
     try:
-        return get_embedder(name)
+        return get_embedder(name, _settings().knowledge.model_cache_dir)
     except (ValueError, RuntimeError) as exc:  # an unknown name; `use` not installed
         _fail(str(exc), 2)
 

