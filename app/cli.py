@@ -1,9 +1,12 @@
-"""The `supportbot` command line."""
+"""The `supportbot` command line.
+
+Each command imports what it uses (the settings, LangChain, Qdrant, the embedders) when it
+runs: `supportbot --help` loads Typer and the command modules only.
+"""
 
 import typer
 
 from app.bench import cli as bench_cli
-from app.settings import get_settings
 from bot import cli as telegram_cli
 from evals import cli as eval_cli
 from knowledge import cli as knowledge_cli
@@ -31,6 +34,7 @@ def serve(
 
     from app.api.main import UnsafeExposure, create_app
     from app.observability.logs import configure_logging
+    from app.settings import get_settings
     from knowledge.client import KnowledgeClient, StoreInUse
 
     settings = get_settings()
@@ -80,6 +84,7 @@ def usage_report() -> None:
 
     from app.db import queries
     from app.db.engine import make_async_engine, make_session_factory
+    from app.settings import get_settings
 
     async def load() -> dict[str, tuple[int, queries.UsageTotals]]:
         engine = make_async_engine(get_settings().db)
@@ -116,6 +121,7 @@ def langfuse_backfill() -> None:
     from app.db.engine import make_async_engine, make_session_factory
     from app.observability.backfill import Backfill, backfill_feedback
     from app.observability.tracing import Tracer
+    from app.settings import get_settings
 
     settings = get_settings()
     if not settings.langfuse.enabled:

