@@ -1,7 +1,9 @@
 """Builds the service's long-lived parts from settings, once per process; every adapter
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
+import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -38,12 +40,17 @@ from app.handoff.service import HandoffService
 from app.handoff.tool import request_human_tool
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
-from app.settings import Settings
+from app.settings import AUDIENCES, Settings
+from app.tokens import count_tokens
 from knowledge.client import KnowledgeClient
 from knowledge.store import KnowledgeBase
 from knowledge.types import Retriever
 
 log = logging.getLogger(__name__)
+
+# A question the start-up search asks, so that the first user's turn does not pay for
+# building the BM25 index and loading WordLlama (they serve English questions).
+WARM_UP_QUESTION = "How do I change my account settings?"
 
 
 # The memory middleware of a profile that is not a `MemoryProfile` (the evals' peers on
@@ -138,6 +145,7 @@ class Runtime:
     knowledge: KnowledgeBase
     tracer: Tracer
     chat: ChatService
+    agents: Callable[[str], Runnable[Any, Any]]  # the compiled agent of a memory profile
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
@@ -149,23 +157,40 @@ class Runtime:
         model = build_chat_model(settings.llm.model, settings.llm, client_retries=0)
         tracer = Tracer.from_settings(settings)
         turns = TurnStore.for_engine(engine, settings.db)
+        agents = agent_factory(settings, model, knowledge)
         chat = ChatService(
             settings,
             turns,
-            agent_factory(settings, model, knowledge),
+            agents,
             tracer=tracer,
             simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
             handoffs=HandoffService(settings, turns, tracer=tracer),
         )
-        return cls(settings, engine, sessions, knowledge_client, knowledge, tracer, chat)
+        return cls(settings, engine, sessions, knowledge_client, knowledge, tracer, chat, agents)
 
     async def start(self) -> None:
         """Once per process, before serving: close the turns a stopped process left
-        `running`. A database that is down now is reported by readiness, not fatal here."""
+        `running`, and load what the first turn would otherwise wait for. A database that is
+        down now is reported by readiness, not fatal here."""
         try:
             await self.chat.close_orphaned_turns()
         except SQLAlchemyError as error:
             log.warning("could not close turns left running: %s", error)
+        await asyncio.to_thread(self.warm_up)
+
+    def warm_up(self) -> None:
+        """The tokenizer's tables, the audiences' compiled agents, and one search (the BM25
+        index of the collection and WordLlama are built on the first). A failure is logged:
+        the first turn then loads what is missing, as it would without this."""
+        started = time.perf_counter()
+        count_tokens(WARM_UP_QUESTION)
+        for audience in AUDIENCES:
+            self.agents(self.settings.profiles.by_audience[audience])
+        try:
+            self.knowledge.search(WARM_UP_QUESTION, self.settings.knowledge.top_k)
+        except Exception as error:  # a store that is down is reported by readiness
+            log.warning("start-up search failed, the first turn builds its indexes: %s", error)
+        log.info("loaded what the first turn needs in %.2f s", time.perf_counter() - started)
 
     async def database_ready(self) -> bool:
         try:
