@@ -57,7 +57,33 @@ class UsageCollector(BaseCallbackHandler):
     `simulator` stands in for the provider's prompt cache when a call reports none;
     `clock` is its time in seconds (evals replay gaps between turns through it); `sink`
     receives every call (the turn's trace).
+
+    It runs inline, in the caller's thread (its work is a few dictionary operations; in a
+    thread pool each event cost a hop), and is sent model calls only: a turn's chain,
+    agent, tool and retry events (most of them) are not dispatched to it.
     """
+
+    run_inline = True
+
+    @property
+    def ignore_chain(self) -> bool:
+        return True
+
+    @property
+    def ignore_agent(self) -> bool:
+        return True
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return True
+
+    @property
+    def ignore_retry(self) -> bool:
+        return True
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return True
 
     def __init__(
         self,

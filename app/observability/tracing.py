@@ -294,7 +294,34 @@ class _CountingTransport(httpx.HTTPTransport):
 class TurnTrace(BaseCallbackHandler):
     """The observations of one turn below its root: agent steps and tool calls (from
     LangChain callbacks) and generations (opened and closed by the usage collector, whose
-    `CallSink` it is)."""
+    `CallSink` it is). Runs inline (opening a span is cheap; a thread hop per event is
+    not) and is sent no model, retriever, retry or custom events."""
+
+    run_inline = True
+
+    @property
+    def ignore_llm(self) -> bool:
+        return True
+
+    @property
+    def ignore_chat_model(self) -> bool:
+        return True
+
+    @property
+    def ignore_agent(self) -> bool:
+        return True
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return True
+
+    @property
+    def ignore_retry(self) -> bool:
+        return True
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return True
 
     def __init__(self, tracer: "Tracer", root: Any, trace_id: str) -> None:
         self._tracer = tracer
