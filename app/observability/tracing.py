@@ -307,9 +307,7 @@ class TurnTrace(BaseCallbackHandler):
     def ignore_chat_model(self) -> bool:
         return True
 
-    @property
-    def ignore_agent(self) -> bool:
-        return True
+    # `ignore_agent` stays False: LangChain sends tool events under it.
 
     @property
     def ignore_retriever(self) -> bool:
