@@ -27,6 +27,7 @@ import os
 import re
 import struct
 import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
@@ -54,9 +55,24 @@ class _Dimensions:
 
 
 @dataclass(frozen=True)
+class _PieceTable:
+    """The tokenizer's pieces as stored: read into Python strings only to build the
+    SentencePiece model (250k of them; a cached model skips that)."""
+
+    offsets: npt.NDArray[np.uint32]
+    scores: Vectors
+    blob: bytes
+
+    def __iter__(self) -> Iterator[tuple[str, float]]:
+        offsets, blob = self.offsets.tolist(), self.blob
+        for index, score in enumerate(self.scores.tolist()):
+            yield blob[offsets[index] : offsets[index + 1]].decode("utf-8"), score
+
+
+@dataclass(frozen=True)
 class _ModelFile:
     dims: _Dimensions
-    pieces: list[tuple[str, float]]
+    pieces: _PieceTable
     bos: int
     eos: int
     pad: int
@@ -87,10 +103,7 @@ def _read_model_file(path: Path) -> _ModelFile:
     offset += 4 * n_pieces
     blob = bytes(raw[offset : offset + blob_length])
     offset += blob_length
-    pieces = [
-        (blob[offsets[i] : offsets[i + 1]].decode("utf-8"), float(scores[i]))
-        for i in range(n_pieces)
-    ]
+    pieces = _PieceTable(offsets, scores, blob)
     n_norm, norm_bytes = struct.unpack_from("<iI", raw, offset)
     offset += 8
     normalization: dict[int, str] = {}
@@ -144,7 +157,19 @@ class E5Onnx:
         self.dimension = model.dims.hidden
         self._bos, self._eos = model.bos, model.eos
         self._normalization = str.maketrans(model.normalization)
-        self._tokenizer = SentencePieceProcessor(model_proto=_sentencepiece_model(model))
+        weights = file_digest(model_path) if cache else ""
+        tokenizer = _cached(
+            cache,
+            "e5-sentencepiece",
+            _tokenizer_key(weights),
+            lambda: _sentencepiece_model(model),
+            suffix=".model",
+        )
+        self._tokenizer = (
+            SentencePieceProcessor(model_file=str(tokenizer))
+            if isinstance(tokenizer, Path)
+            else SentencePieceProcessor(model_proto=tokenizer)
+        )
         tensors = model.tensors
         self._word_blocks = tensors["emb.word"].reshape(-1, (self.dimension // _BLOCK) * 18)
         self._position = _floats(tensors["emb.pos"]).reshape(-1, self.dimension)
@@ -157,8 +182,15 @@ class E5Onnx:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self._workers = workers
+        graph = _cached(
+            cache,
+            "e5-int8" if int8 else "e5-float",
+            graph_key(weights, int8=int8),
+            lambda: _graph(model, int8=int8),
+        )
+        # From the file when cached: onnxruntime then holds no second copy of the bytes.
         self._session = onnxruntime.InferenceSession(
-            _graph(model, model_path, int8=int8, cache=cache),
+            str(graph) if isinstance(graph, Path) else graph,
             options,
             providers=["CPUExecutionProvider"],
         )
@@ -194,14 +226,15 @@ class E5Onnx:
 
 
 # Bumped whenever `_float_graph` or `_int8_graph` builds a different graph from the same
-# weights: graphs cached by an older build are then built again.
+# weights (or `_sentencepiece_model` another model): what an older build cached is then
+# built again.
 GRAPH_BUILDER_VERSION = "1"
 
 
-def graph_key(model_path: Path, *, int8: bool) -> dict[str, str]:
+def graph_key(weights_sha256: str, *, int8: bool) -> dict[str, str]:
     """What the graph is built from: a change to any of these builds it again."""
     key = {
-        "weights_sha256": file_digest(model_path),
+        "weights_sha256": weights_sha256,
         "builder": GRAPH_BUILDER_VERSION,
         "onnx": version("onnx"),
         "onnxruntime": version("onnxruntime"),
@@ -211,15 +244,27 @@ def graph_key(model_path: Path, *, int8: bool) -> dict[str, str]:
     return key
 
 
-def _graph(model: _ModelFile, model_path: Path, *, int8: bool, cache: GraphCache | None) -> bytes:
-    def build() -> bytes:
-        graph = _float_graph(model)
-        return _int8_graph(graph, model.dims.layers) if int8 else graph
+def _tokenizer_key(weights_sha256: str) -> dict[str, str]:
+    return {
+        "weights_sha256": weights_sha256,
+        "builder": GRAPH_BUILDER_VERSION,
+        "sentencepiece": version("sentencepiece"),
+    }
 
-    if cache is None:
-        return build()
-    name = "e5-int8" if int8 else "e5-float"
-    return cache.get_or_build(name, graph_key(model_path, int8=int8), build)
+
+def _cached(
+    cache: GraphCache | None,
+    name: str,
+    key: dict[str, str],
+    build: Callable[[], bytes],
+    suffix: str = ".onnx",
+) -> Path | bytes:
+    return build() if cache is None else cache.get_or_build(name, key, build, suffix)
+
+
+def _graph(model: _ModelFile, *, int8: bool) -> bytes:
+    graph = _float_graph(model)
+    return _int8_graph(graph, model.dims.layers) if int8 else graph
 
 
 def _sentencepiece_model(model: _ModelFile) -> bytes:

@@ -35,41 +35,44 @@ class GraphCache:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
-    def paths(self, name: str, key: Mapping[str, str]) -> tuple[Path, Path]:
+    def paths(self, name: str, key: Mapping[str, str], suffix: str = ".onnx") -> tuple[Path, Path]:
         """The graph's file and its key file, for this name and key."""
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         stem = f"{name}-{digest}"
-        return self.folder / f"{stem}.onnx", self.folder / f"{stem}.json"
+        return self.folder / f"{stem}{suffix}", self.folder / f"{stem}.json"
 
-    def get_or_build(self, name: str, key: Mapping[str, str], build: Callable[[], bytes]) -> bytes:
-        graph_path, key_path = self.paths(name, key)
-        stored = self._read(graph_path, key_path, key)
-        if stored is not None:
-            return stored
+    def get_or_build(
+        self, name: str, key: Mapping[str, str], build: Callable[[], bytes], suffix: str = ".onnx"
+    ) -> Path | bytes:
+        """The stored file, checked whole, for this name and key; else what `build` makes,
+        stored for the next time: its file, or its bytes when they could not be stored.
+        (A file, so that a reader such as onnxruntime holds no second copy.)"""
+        graph_path, key_path = self.paths(name, key, suffix)
+        if self._intact(graph_path, key_path, key):
+            return graph_path
         graph = build()
-        self._write(name, graph, graph_path, key_path, key)
-        return graph
+        return graph_path if self._write(name, graph, graph_path, key_path, key) else graph
 
-    def _read(self, graph_path: Path, key_path: Path, key: Mapping[str, str]) -> bytes | None:
+    def _intact(self, graph_path: Path, key_path: Path, key: Mapping[str, str]) -> bool:
         try:
             recorded = json.loads(key_path.read_text(encoding="utf-8"))
             graph = graph_path.read_bytes()
         except FileNotFoundError:
-            return None
+            return False
         except (OSError, ValueError) as error:
             log.warning("graph cache %s unreadable, building it again: %s", graph_path, error)
-            return None
+            return False
         if not isinstance(recorded, dict) or recorded.get("key") != dict(key):
             log.warning("graph cache %s holds another key, building it again", graph_path)
-            return None
+            return False
         if recorded.get("sha256") != hashlib.sha256(graph).hexdigest():
             log.warning("graph cache %s is damaged, building it again", graph_path)
-            return None
-        return graph
+            return False
+        return True
 
     def _write(
         self, name: str, graph: bytes, graph_path: Path, key_path: Path, key: Mapping[str, str]
-    ) -> None:
+    ) -> bool:
         record = {"key": dict(key), "sha256": hashlib.sha256(graph).hexdigest()}
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -83,6 +86,8 @@ class GraphCache:
             log.warning(
                 "cannot store the graph in %s (built again next start): %s", self.folder, error
             )
+            return False
+        return True
 
 
 def _replace_atomically(path: Path, content: bytes) -> None:
