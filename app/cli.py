@@ -60,7 +60,14 @@ def serve(
         )
         raise typer.Exit(1) from None
     try:
-        uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
+        # SIGTERM: no new connections; requests in flight get the grace period to finish.
+        uvicorn.run(
+            app,
+            host=settings.api.host,
+            port=port,
+            log_config=None,
+            timeout_graceful_shutdown=settings.api.shutdown_grace_seconds,
+        )
     finally:
         held.release()
 

@@ -481,8 +481,15 @@ def _serve(listener_fd: int) -> None:
     from app.settings import Settings
 
     listener = socket.socket(fileno=listener_fd)
-    app = create_app(Settings(_env_file=None))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    settings = Settings(_env_file=None)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=settings.api.shutdown_grace_seconds,  # as `serve` does
+    )
+    server = uvicorn.Server(config)
     server.run(sockets=[listener])
 
 
