@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langfuse import propagate_attributes
 from langgraph.types import Command
 
+from app.observability.calls import InlineHandler
 from app.observability.usage import (
     UsageRecord,
     UsageTotals,
@@ -127,35 +127,12 @@ class MemoryReport:
         }
 
 
-class TurnTrace(BaseCallbackHandler):
+class TurnTrace(InlineHandler):
     """The observations of one turn below its root: agent steps and tool calls (from
     LangChain callbacks) and generations (opened and closed by the usage collector, whose
-    `CallSink` it is). Runs inline (opening a span is cheap; a thread hop per event is
-    not) and is sent no model, retriever, retry or custom events."""
+    `CallSink` it is, so model events are not sent to it)."""
 
-    run_inline = True
-
-    @property
-    def ignore_llm(self) -> bool:
-        return True
-
-    @property
-    def ignore_chat_model(self) -> bool:
-        return True
-
-    # `ignore_agent` stays False: LangChain sends tool events under it.
-
-    @property
-    def ignore_retriever(self) -> bool:
-        return True
-
-    @property
-    def ignore_retry(self) -> bool:
-        return True
-
-    @property
-    def ignore_custom_event(self) -> bool:
-        return True
+    handles = frozenset({"chain", "agent"})
 
     def __init__(self, tracer: "Tracer", root: Any, trace_id: str) -> None:
         self._tracer = tracer
