@@ -10,6 +10,7 @@ bounded by its turn count and by a time limit after which no turn is started.
 
 import asyncio
 import itertools
+import logging
 import os
 import re
 import socket
@@ -478,8 +479,12 @@ def _serve(listener_fd: int) -> None:
     import uvicorn
 
     from app.api.main import create_app
+    from app.observability.logs import FORMAT
     from app.settings import Settings
 
+    # Warnings and errors only: a library's INFO line per model request would bury the
+    # benchmark's own output.
+    logging.basicConfig(format=FORMAT, level=logging.WARNING, force=True)
     listener = socket.socket(fileno=listener_fd)
     settings = Settings(_env_file=None)
     app = create_app(settings)
