@@ -23,11 +23,7 @@ from langchain.agents.middleware import (
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
-from langchain_openai import ChatOpenAI
 from langgraph.runtime import Runtime
-from openai import AsyncStream, Stream
-from openai._legacy_response import async_to_raw_response_wrapper, to_raw_response_wrapper
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from app.agent.offline import OfflineChatModel
 from app.settings import LLMSettings
@@ -49,6 +45,10 @@ def build_chat_model(
         return OfflineChatModel()
     api_key = llm.api_key.get_secret_value() if llm.api_key else None
     if llm.base_url:
+        # Imported here: the OpenAI SDK's types take ~0.4 s to import, which a service on
+        # the offline model or another provider need not pay at start-up.
+        from langchain_openai import ChatOpenAI
+
         model = ChatOpenAI(
             model=name,
             base_url=llm.base_url,
@@ -79,7 +79,15 @@ class PlainJsonCompletions:
     request asking for the raw response, as the SDK's own resources do."""
 
     def __init__(self, client: Any, *, asynchronous: bool) -> None:  # openai.(Async)OpenAI
+        from openai import AsyncStream, Stream
+        from openai._legacy_response import (
+            async_to_raw_response_wrapper,
+            to_raw_response_wrapper,
+        )
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
         self._client = client
+        self._reply_class = ChatCompletion
         self._stream_class = (AsyncStream if asynchronous else Stream)[ChatCompletionChunk]
         wrapper = async_to_raw_response_wrapper if asynchronous else to_raw_response_wrapper
         self.with_raw_response = SimpleNamespace(create=wrapper(self.create))
@@ -91,7 +99,7 @@ class PlainJsonCompletions:
         return self._client.post(
             "/chat/completions",
             body=params,
-            cast_to=ChatCompletion,
+            cast_to=self._reply_class,
             stream=bool(params.get("stream")),
             stream_cls=self._stream_class,
             options={"headers": headers} if headers else {},

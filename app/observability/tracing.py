@@ -23,13 +23,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
-from langfuse import Langfuse, propagate_attributes
-from opentelemetry.exporter.otlp.proto.http import Compression
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
 from app.observability.langfuse_delivery import (
     TRACES_PATH,
@@ -40,6 +36,10 @@ from app.observability.langfuse_delivery import (
 )
 from app.observability.turn_trace import MemoryReport, TurnTrace, clip, messages_view
 from app.settings import LangfuseSettings, Settings
+
+if TYPE_CHECKING:  # imported when tracing is on: the Langfuse SDK takes ~0.3 s to import
+    from langfuse import Langfuse
+    from opentelemetry.sdk.trace import TracerProvider
 
 # The turn's handler and the delivery counting live in their own modules; the names
 # callers use stay importable from here.
@@ -77,7 +77,7 @@ def feedback_score_id(trace_id: str, feedback_id: int) -> str:
 
 
 class Tracer:
-    def __init__(self, settings: LangfuseSettings, client: Langfuse | None = None) -> None:
+    def __init__(self, settings: LangfuseSettings, client: "Langfuse | None" = None) -> None:
         self.settings = settings
         self._client = client
         self._provider: TracerProvider | None = None
@@ -98,6 +98,12 @@ class Tracer:
         return tracer
 
     def _connect(self) -> None:
+        from langfuse import Langfuse
+        from opentelemetry.exporter.otlp.proto.http import Compression
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+
         langfuse = self.settings
         assert langfuse.public_key and langfuse.secret_key  # what `enabled` means
         secret = langfuse.secret_key.get_secret_value()
@@ -162,6 +168,8 @@ class Tracer:
         if self._client is None:
             yield None
             return
+        from langfuse import propagate_attributes
+
         labels = {"audience": audience, "profile": profile, "channel": channel}
         tags = [clip(f"{name}:{value}") for name, value in labels.items()]
         trace_id = self._client.create_trace_id()
@@ -221,6 +229,8 @@ class Tracer:
         """Add `tag` to a turn's trace after the turn (e.g. `handoff`): a span of its own
         on that trace carries it, and Langfuse merges a trace's tags."""
         if self._client is not None:
+            from langfuse import propagate_attributes
+
             with propagate_attributes(tags=[clip(tag)], trace_name=TRACE_NAME):
                 self._client.start_observation(trace_context={"trace_id": trace_id}, name=tag).end()
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langfuse import propagate_attributes
 from langgraph.types import Command
 
 from app.observability.calls import InlineHandler
@@ -262,6 +261,8 @@ class TurnTrace(InlineHandler):
         self._root.update(output={"text": clip(answer, self._limit), "citations": citations})
         self._scores(records, memory)
         if memory is not None:
+            from langfuse import propagate_attributes  # a trace exists: Langfuse is loaded
+
             # On the root observation (the current one here) and, as trace tags and
             # metadata, on anything the turn still opens.
             with propagate_attributes(tags=memory.tags(), metadata=memory.metadata()):
