@@ -1,10 +1,13 @@
-"""The `supportbot` command line."""
+"""The `supportbot` command line.
+
+Each command imports what it uses (the settings, LangChain, Qdrant, the embedders) when it
+runs: `supportbot --help` loads Typer and the command modules only.
+"""
 
 import typer
 
 from app import conversations_cli
 from app.bench import cli as bench_cli
-from app.settings import get_settings
 from bot import cli as telegram_cli
 from evals import cli as eval_cli
 from knowledge import cli as knowledge_cli
@@ -38,6 +41,7 @@ def serve(
     from app.api.local_sign_in import with_local_sign_in
     from app.api.main import UnsafeExposure, create_app
     from app.observability.logs import configure_logging
+    from app.settings import get_settings
     from knowledge.client import KnowledgeClient, StoreInUse
 
     settings = get_settings()
@@ -66,7 +70,14 @@ def serve(
     if sign_in_link:
         typer.echo(f"The staff widget, signed in as a local staff member: {sign_in_link}")
     try:
-        uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
+        # SIGTERM: no new connections; requests in flight get the grace period to finish.
+        uvicorn.run(
+            app,
+            host=settings.api.host,
+            port=port,
+            log_config=None,
+            timeout_graceful_shutdown=settings.api.shutdown_grace_seconds,
+        )
     finally:
         held.release()
 
@@ -90,6 +101,7 @@ def usage_report() -> None:
 
     from app.db import queries
     from app.db.engine import make_async_engine, make_session_factory
+    from app.settings import get_settings
 
     async def load() -> dict[str, tuple[int, queries.UsageTotals]]:
         engine = make_async_engine(get_settings().db)
@@ -126,6 +138,7 @@ def langfuse_backfill() -> None:
     from app.db.engine import make_async_engine, make_session_factory
     from app.observability.backfill import Backfill, backfill_feedback
     from app.observability.tracing import Tracer
+    from app.settings import get_settings
 
     settings = get_settings()
     if not settings.langfuse.enabled:

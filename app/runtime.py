@@ -2,15 +2,17 @@
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import anyio
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.tools import BaseTool
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -30,20 +32,27 @@ from app.agent.models import (
     build_chat_model,
     model_fault_middleware,
 )
+from app.agent.offline import OfflineChatModel
 from app.agent.tools import knowledge_search_tool, tool_retry_middleware
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.db.engine import make_async_engine, make_session_factory
+from app.decisions.decider import MessageDecider, decider_for
 from app.handoff.service import HandoffService
 from app.handoff.tool import request_human_tool
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
-from app.settings import Settings
+from app.settings import AUDIENCES, Settings
+from app.tokens import count_tokens
 from knowledge.client import KnowledgeClient
 from knowledge.store import KnowledgeBase
 from knowledge.types import Retriever
 
 log = logging.getLogger(__name__)
+
+# A question the start-up search asks, so that the first user's turn does not pay for
+# building the BM25 index and loading WordLlama (they serve English questions).
+WARM_UP_QUESTION = "How do I change my account settings?"
 
 
 # The memory middleware of a profile that is not a `MemoryProfile` (the evals' peers on
@@ -139,6 +148,8 @@ class Runtime:
     knowledge: KnowledgeBase
     tracer: Tracer
     chat: ChatService
+    agents: Callable[[str], Runnable[Any, Any]]  # the compiled agent of a memory profile
+    decider: MessageDecider  # what a message is (app/decisions)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
@@ -148,25 +159,55 @@ class Runtime:
         knowledge_client = KnowledgeClient.acquire(settings.knowledge)
         knowledge = KnowledgeBase.over(knowledge_client, settings.knowledge)
         model = build_chat_model(settings.llm.model, settings.llm, client_retries=0)
+        decider = decider_for(
+            settings.knowledge.embedder, settings.decisions, settings.knowledge.model_cache_dir
+        )
+        if isinstance(model, OfflineChatModel):  # small talk and languages: the same decider
+            model = model.model_copy(update={"decider": decider})
         tracer = Tracer.from_settings(settings)
         turns = TurnStore.for_engine(engine, settings.db)
+        agents = agent_factory(settings, model, knowledge)
         chat = ChatService(
             settings,
             turns,
-            agent_factory(settings, model, knowledge),
+            agents,
             tracer=tracer,
             simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
-            handoffs=HandoffService(settings, turns, tracer=tracer),
+            handoffs=HandoffService(settings, turns, tracer=tracer, decider=decider),
         )
-        return cls(settings, engine, sessions, knowledge_client, knowledge, tracer, chat)
+        return cls(
+            settings, engine, sessions, knowledge_client, knowledge, tracer, chat, agents, decider
+        )
 
     async def start(self) -> None:
         """Once per process, before serving: close the turns a stopped process left
-        `running`. A database that is down now is reported by readiness, not fatal here."""
+        `running`, and load what the first turn would otherwise wait for. A database that is
+        down now is reported by readiness, not fatal here."""
         try:
             await self.chat.close_orphaned_turns()
         except SQLAlchemyError as error:
             log.warning("could not close turns left running: %s", error)
+        # On anyio's worker threads, as the HTTP server runs its own blocking work: its
+        # asyncio backend (75 ms of imports) then loads here, not on the first request.
+        await anyio.to_thread.run_sync(self.warm_up)
+
+    def warm_up(self) -> None:
+        """The tokenizer's tables, the audiences' compiled agents, LangChain's callback
+        set-up, the decider's classifier (fitted on its examples), the language model, and
+        one search (the BM25 index of the collection and WordLlama are built on the first).
+        A failure is logged: the first turn then loads what is missing, as it would
+        without this."""
+        started = time.perf_counter()
+        count_tokens(WARM_UP_QUESTION)
+        self.decider.decide(WARM_UP_QUESTION)
+        RunnableLambda(len).invoke(WARM_UP_QUESTION)  # imports the tracers' context modules
+        for audience in AUDIENCES:
+            self.agents(self.settings.profiles.by_audience[audience])
+        try:
+            self.knowledge.search(WARM_UP_QUESTION, self.settings.knowledge.top_k)
+        except Exception as error:  # a store that is down is reported by readiness
+            log.warning("start-up search failed, the first turn builds its indexes: %s", error)
+        log.info("loaded what the first turn needs in %.2f s", time.perf_counter() - started)
 
     async def database_ready(self) -> bool:
         try:

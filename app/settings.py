@@ -150,6 +150,12 @@ class KnowledgeSettings(BaseModel):
         "float graph) or `use` (multilingual Universal Sentence Encoder); see "
         "docs/knowledge.md",
     )
+    model_cache_dir: Path | None = Field(
+        None,
+        description="where the embedder's built ONNX graph is kept between starts (rebuilt "
+        "when the weights, the quantizer settings or onnxruntime change); unset: "
+        "$XDG_CACHE_HOME/supportbot, by default ~/.cache/supportbot",
+    )
     hybrid: bool = Field(
         False, description="fuse Qdrant's BM25 sparse hits with the dense ones (slow in local mode)"
     )
@@ -336,6 +342,13 @@ class TelegramSettings(BaseModel):
         description="how long an answer is resent after network errors, 5xx and 429 before "
         "it counts as undelivered",
     )
+    shutdown_grace_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="on SIGTERM the bot takes no new updates and lets the turns it runs finish "
+        "and deliver their answers for this long; what is still running then is answered "
+        "after the next start",
+    )
     group_context: Literal["addressed", "all"] = Field(
         "addressed",
         description="`addressed`: only messages to the bot are kept; `all`: the other group "
@@ -417,6 +430,12 @@ class ApiSettings(BaseModel):
         "127.0.0.1",
         description="the address `supportbot serve` binds (its --host wins); without API "
         "keys anything but a loopback address refuses to start",
+    )
+    shutdown_grace_seconds: int = Field(
+        30,
+        ge=0,
+        description="on SIGTERM `supportbot serve` takes no new connections and lets the "
+        "requests it serves (turns, streams) finish for this long, then cancels them",
     )
     max_body_bytes: int = Field(
         262_144, gt=0, description="larger request bodies are refused with 413"
@@ -682,6 +701,8 @@ class Settings(BaseSettings):
             update={
                 "qdrant_path": self.home / self.knowledge.qdrant_path.expanduser(),
                 "sample_path": self.home / self.knowledge.sample_path.expanduser(),
+                "model_cache_dir": self.knowledge.model_cache_dir
+                and self.home / self.knowledge.model_cache_dir.expanduser(),
                 "ingest_roots": [
                     self.home / root.expanduser() for root in self.knowledge.ingest_roots
                 ],

@@ -1,6 +1,7 @@
 """The python-telegram-bot Application: handlers, flood limits, per-chat ordering."""
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 from weakref import WeakValueDictionary
@@ -27,23 +28,44 @@ from bot.handlers import SupportBot
 from bot.handoff import CLAIM_PATTERN, HandoffHandlers, TelegramMessenger
 from bot.updates import ADDRESSED_TO_BOT
 
+log = logging.getLogger(__name__)
+
 
 class BotApplication(Application[Any, Any, Any, Any, Any, Any]):
     """The Application with the bot's own start and stop, whoever runs it (long polling,
-    the webhook route, tests): at start the bot catches up on undelivered answers; at stop
-    sending stops waiting, leaving those answers for the next start."""
+    the webhook route, tests): at start the bot catches up on undelivered answers. At stop
+    (the updater, if any, has stopped fetching updates) the updates already taken finish
+    and deliver their answers within `shutdown_grace_seconds`; past it they are cancelled
+    and sending stops waiting, leaving those answers for the next start."""
 
-    def __init__(self, *, support: SupportBot, **kwargs: Any) -> None:
+    def __init__(self, *, support: SupportBot, grace_seconds: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.support = support
+        self.grace_seconds = grace_seconds
 
     async def start(self) -> None:
         await super().start()
         await self.support.start_up(self)
 
     async def stop(self) -> None:
+        give_up = asyncio.get_running_loop().call_later(self.grace_seconds, self._give_up)
+        try:
+            await super().stop()
+        finally:
+            give_up.cancel()
+            self.support.outbox.stopping.set()
+
+    def _give_up(self) -> None:
+        processor = self.update_processor
+        running = (
+            processor.cancel_running() if isinstance(processor, ChatOrderedUpdateProcessor) else 0
+        )
+        log.warning(
+            "stopping: %d updates still running after %.0f s are answered after the next start",
+            running,
+            self.grace_seconds,
+        )
         self.support.outbox.stopping.set()
-        await super().stop()
 
 
 # New messages only (an edited message is never answered a second time), and clicks on
@@ -58,8 +80,24 @@ class ChatOrderedUpdateProcessor(BaseUpdateProcessor):
     def __init__(self, max_concurrent_updates: int) -> None:
         super().__init__(max_concurrent_updates)
         self._chat_locks: WeakValueDictionary[int, asyncio.Lock] = WeakValueDictionary()
+        self._running: set[asyncio.Task[Any]] = set()
+
+    def cancel_running(self) -> int:
+        """Cancel the updates being processed (at stop, past the grace period)."""
+        for task in self._running:
+            task.cancel()
+        return len(self._running)
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # the Application processes each update in a task of its own
+        self._running.add(task)
+        try:
+            await self._in_chat_order(update, coroutine)
+        finally:
+            self._running.discard(task)
+
+    async def _in_chat_order(self, update: object, coroutine: Awaitable[Any]) -> None:
         chat = update.effective_chat if isinstance(update, Update) else None
         # A click is answered at once, not after the chat's running turn: Telegram shows a
         # spinner until then, and gives up on the query after a few seconds.
@@ -114,7 +152,10 @@ def build_application(
             )
         )
         .concurrent_updates(ChatOrderedUpdateProcessor(telegram.concurrent_chats))
-        .application_class(BotApplication, kwargs={"support": bot})
+        .application_class(
+            BotApplication,
+            kwargs={"support": bot, "grace_seconds": telegram.shutdown_grace_seconds},
+        )
     )
     if not polling:
         builder = builder.updater(None)

@@ -5,8 +5,6 @@ import logging
 
 import typer
 
-from app.settings import get_settings
-
 app = typer.Typer(help="The Telegram bot.", no_args_is_help=True)
 log = logging.getLogger(__name__)
 
@@ -18,6 +16,7 @@ def run() -> None:
 
     from app.observability.logs import configure_logging
     from app.runtime import Runtime
+    from app.settings import get_settings
     from bot.application import ALLOWED_UPDATES, build_application
 
     settings = get_settings()

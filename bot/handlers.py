@@ -29,7 +29,14 @@ from bot.delivery import Destination, Outbox
 from bot.feedback import Rating, rated_answer, rating_keyboard
 from bot.group_context import GroupContext
 from bot.menu import register_commands
-from bot.question import CAN_READ, has_unreadable_file, picture_of, quote_of, whole_question
+from bot.question import (
+    CAN_READ,
+    Picture,
+    has_unreadable_file,
+    picture_of,
+    quote_of,
+    whole_question,
+)
 from bot.render import Link, Part, reply_parts
 from bot.updates import audience, author_name, command_argument, conversation_key, question_text
 
@@ -42,6 +49,9 @@ NOT_KEPT = "Sorry, I could not take your message this time. Please send it again
 NO_IMAGES = "I cannot read images yet, so I answered the text only."
 NO_IMAGES_NO_TEXT = "I cannot read images yet. Please describe what the screenshot shows."
 UNREADABLE_FILE = f"I cannot read this file. {CAN_READ}"
+NOT_HANDED_OVER = "Telegram did not hand me the attached file, so I could not read it"
+FILE_NOT_DOWNLOADED = f"{NOT_HANDED_OVER}; I answered the text only."
+FILE_NOT_DOWNLOADED_NO_TEXT = f"{NOT_HANDED_OVER}. Please describe what it shows."
 ASK_USAGE = "What is your question? For example: /ask How do I create an invoice?"
 ADMINS_ONLY = "Only the chat's admins can start a fresh conversation."
 RESET_DONE = "Starting fresh: I no longer see what was said before (it stays archived)."
@@ -80,6 +90,18 @@ async def show_typing(message: Message) -> None:
         await message.reply_chat_action(ChatAction.TYPING)
     except TelegramError as error:  # cosmetic: never fail the turn for it
         log.debug("typing action failed: %s", error)
+
+
+async def _downloaded(pictures: list[Picture]) -> list[ImageInput]:
+    """The pictures Telegram hands over: one it refuses (getFile fails, e.g. a file over
+    20 MB whose size the message did not say) is left out, not the whole message."""
+    images = []
+    for picture in pictures:
+        try:
+            images.append(await picture.download())
+        except TelegramError as error:
+            log.warning("could not download an attached file: %s", error)
+    return images
 
 
 class SupportBot:
@@ -199,9 +221,14 @@ class SupportBot:
             return
         images: list[ImageInput] = []
         if self._settings.llm.supports_images:
-            for shown in (picture, quote.picture if quote else None):
-                if shown is not None:
-                    images.append(await shown.download())
+            shown = [p for p in (picture, quote.picture if quote else None) if p is not None]
+            images = await _downloaded(shown)
+            if len(images) < len(shown):
+                await message.reply_text(
+                    FILE_NOT_DOWNLOADED if text else FILE_NOT_DOWNLOADED_NO_TEXT
+                )
+                if not text and not images:
+                    return
         key = conversation_key(message)
         context, last_context = await self.group_context.pending(key)
         request = TurnRequest(

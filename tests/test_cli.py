@@ -1,5 +1,7 @@
 """The command line: migrations and the usage report, against a fresh SQLite file."""
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,3 +41,33 @@ def test_db_upgrade_then_usage_report(env_db: str, sample_index: Path) -> None:
     row = next(line for line in report.output.splitlines() if " client " in line)
     cells = [cell.strip() for cell in row.strip("│┃ ").split("│")]
     assert cells[:3] == ["client", "1", "2"]  # one turn, two model calls
+
+
+# What `supportbot --help` must not load: each takes from 0.1 s to seconds to import.
+HEAVY_MODULES = (
+    "langchain",
+    "langchain_core",
+    "qdrant_client",
+    "onnxruntime",
+    "bpe_openai",
+    "sqlalchemy",
+    "matplotlib",
+    "evals.harness",
+    "app.settings",
+)
+
+
+def test_help_loads_no_heavy_module() -> None:
+    """In a fresh interpreter: `--help` of every command group imports none of them."""
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from app.cli import cli\n"
+        "for group in ([], ['kb'], ['eval'], ['bench'], ['telegram'], ['db']):\n"
+        "    assert CliRunner().invoke(cli, [*group, '--help']).exit_code == 0\n"
+        f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout

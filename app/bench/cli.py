@@ -1,5 +1,9 @@
-"""`supportbot bench`: the prefix-cache simulator's cost per call, the service under load."""
+"""`supportbot bench`: the prefix-cache simulator's cost per call, the service under load, the
+server's CPU per turn."""
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Annotated
@@ -117,3 +121,86 @@ def _ingested(documents: Path, index: Path) -> Path:
     finally:
         knowledge.close()
     return index
+
+
+@app.command()
+def cpu(
+    turns: Annotated[int, typer.Option(min=2, help="turns of one conversation per server")] = 20,
+    postgres: Annotated[
+        str,
+        typer.Option(
+            help="a PostgreSQL server where a database may be created for the run (and "
+            "dropped after); its configurations are left out when it does not answer"
+        ),
+    ] = "postgresql://postgres@127.0.0.1:5432/postgres",
+    kb: Annotated[Path, typer.Option(help="documents to ingest for the run")] = SAMPLE_KB,
+) -> None:
+    """Server CPU ms per turn (process CPU time, not wall), start-up time and RSS, for the
+    offline model and the scripted OpenAI-compatible provider on SQLite and PostgreSQL, side
+    by side in one run; see app/bench/cpu.py."""
+    import datetime
+    import platform
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.bench import cpu as bench
+
+    with TemporaryDirectory(prefix="supportbot-bench-") as scratch, _postgres(postgres) as pg:
+        folder = Path(scratch)
+        databases = {"sqlite": _migrated(f"sqlite:///{folder / 'bench.sqlite'}")}
+        if pg is None:
+            typer.echo(f"PostgreSQL at {postgres} does not answer: SQLite only", err=True)
+        else:
+            databases["postgresql"] = _migrated(pg)
+        configurations = [
+            (bench.Configuration(model, database), url)
+            for database, url in databases.items()
+            for model in ("offline", "scripted")
+        ]
+        figures = bench.run(configurations, _ingested(kb, folder / "qdrant"), folder, turns)
+    header, rows = bench.table_rows(figures, turns)
+    table = Table(*header, title="server CPU per turn, start-up and memory")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=200).print(table)
+    processor = _processor_name()
+    typer.echo(
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} CPUs "
+        f"({processor}), {platform.python_implementation()} {platform.python_version()}; "
+        f"load average {os.getloadavg()[0]:.1f}; {turns} turns of one conversation per server"
+    )
+
+
+@contextmanager
+def _postgres(admin_url: str) -> Iterator[str | None]:
+    """A new database on the server at `admin_url`, dropped afterwards; None when the server
+    does not answer."""
+    import uuid
+
+    import psycopg
+    from sqlalchemy import make_url
+
+    name = f"supportbot_bench_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError:
+        yield None
+        return
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _processor_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown processor"

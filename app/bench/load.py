@@ -10,6 +10,7 @@ bounded by its turn count and by a time limit after which no turn is started.
 
 import asyncio
 import itertools
+import logging
 import os
 import re
 import socket
@@ -364,14 +365,22 @@ def _by_key(sent: list[SentTurn]) -> dict[str, list[SentTurn]]:
     return grouped
 
 
+@dataclass(frozen=True)
+class Server:
+    base_url: str
+    pid: int
+    startup_seconds: float  # from starting the process to its first answer to /healthz
+
+
 @contextmanager
-def served(environment: Mapping[str, str], startup_seconds: float = 120.0) -> Iterator[str]:
-    """The app in a child process on a free 127.0.0.1 port; yields its base URL."""
+def served(environment: Mapping[str, str], startup_seconds: float = 120.0) -> Iterator[Server]:
+    """The app in a child process on a free 127.0.0.1 port."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)
     port = listener.getsockname()[1]
+    started = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-m", "app.bench.load", str(listener.fileno())],
         env={**os.environ, **environment},
@@ -381,7 +390,7 @@ def served(environment: Mapping[str, str], startup_seconds: float = 120.0) -> It
     base_url = f"http://127.0.0.1:{port}"
     try:
         _wait_until_up(base_url, child, startup_seconds)
-        yield base_url
+        yield Server(base_url, child.pid, time.perf_counter() - started)
     finally:
         child.terminate()
         try:
@@ -401,7 +410,7 @@ def _wait_until_up(base_url: str, child: subprocess.Popen[bytes], seconds: float
                 return
         except httpx.HTTPError:
             pass
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise RuntimeError(f"the service did not answer /healthz within {seconds:.0f} s")
 
 
@@ -423,7 +432,8 @@ def run(plan: LoadPlan, database_url: str, index: Path, settle_seconds: float = 
     keys = [f"api:bench-{uuid.uuid4().hex[:8]}-{n}" for n in range(plan.conversations)]
     environment = service_environment(database_url, index)
     database = database_url.split(":", 1)[0].split("+", 1)[0]
-    with _model(plan, environment) as model, served(environment) as base_url:
+    with _model(plan, environment) as model, served(environment) as server:
+        base_url = server.base_url
         started = time.perf_counter()
         sent = asyncio.run(drive(base_url, keys, plan))
         wall_seconds = time.perf_counter() - started
@@ -469,11 +479,22 @@ def _serve(listener_fd: int) -> None:
     import uvicorn
 
     from app.api.main import create_app
+    from app.observability.logs import FORMAT
     from app.settings import Settings
 
+    # Warnings and errors only: a library's INFO line per model request would bury the
+    # benchmark's own output.
+    logging.basicConfig(format=FORMAT, level=logging.WARNING, force=True)
     listener = socket.socket(fileno=listener_fd)
-    app = create_app(Settings(_env_file=None))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    settings = Settings(_env_file=None)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=settings.api.shutdown_grace_seconds,  # as `serve` does
+    )
+    server = uvicorn.Server(config)
     server.run(sockets=[listener])
 
 

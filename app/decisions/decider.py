@@ -5,10 +5,12 @@ offline model for small talk and the language of its replies."""
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from app.decisions.intent import BOT, PERSON, SMALLTALK, IntentClassifier, load_examples
 from app.settings import DecisionSettings
 from knowledge.embeddings import Vectors, get_embedder
+from knowledge.graph_cache import GraphCache, default_cache_folder
 from knowledge.language import LanguageGuess, identify
 
 # Where one clause of a message ends and another starts.
@@ -66,6 +68,13 @@ class MessageDecider:
 
 
 @cache
-def decider_for(embedder: str, settings: DecisionSettings) -> MessageDecider:
-    """One decider per embedder and settings in a process (fitted once)."""
-    return MessageDecider(settings, IntentClassifier(get_embedder(embedder), load_examples()))
+def decider_for(
+    embedder: str, settings: DecisionSettings, cache_folder: Path | None = None
+) -> MessageDecider:
+    """One decider per embedder and settings in a process (fitted once; the examples'
+    vectors kept in `cache_folder`, by default the user's cache folder)."""
+    folder = cache_folder or default_cache_folder()
+    classifier = IntentClassifier(
+        get_embedder(embedder, folder), load_examples(), GraphCache(folder)
+    )
+    return MessageDecider(settings, classifier)

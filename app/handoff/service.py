@@ -89,7 +89,10 @@ class HandoffService:
     @property
     def decider(self) -> MessageDecider:
         if self._decider is None:
-            self._decider = decider_for(self._settings.knowledge.embedder, self._settings.decisions)
+            knowledge = self._settings.knowledge
+            self._decider = decider_for(
+                knowledge.embedder, self._settings.decisions, knowledge.model_cache_dir
+            )
         return self._decider
 
     def enabled(self, audience: str) -> bool:

@@ -5,7 +5,7 @@ Langfuse trace and (through `records`) to the database."""
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -51,13 +51,59 @@ class _Started:
     tools: list[dict[str, Any]] | None
 
 
-class UsageCollector(BaseCallbackHandler):
+EventKind = Literal["llm", "chat_model", "chain", "agent", "retriever", "retry", "custom_event"]
+
+
+class InlineHandler(BaseCallbackHandler):
+    """A callback handler that runs in the caller's thread (its work is a few dictionary
+    operations or opening a span; in a thread pool each event cost a hop) and is sent only
+    the kinds of events it `handles` (LangChain's `ignore_*` switches: tool events come
+    under "agent", a chat model's start under "chat_model", every model's end under "llm")."""
+
+    run_inline = True
+    handles: frozenset[EventKind] = frozenset()
+
+    @property
+    def ignore_llm(self) -> bool:
+        return "llm" not in self.handles
+
+    @property
+    def ignore_chat_model(self) -> bool:
+        return "chat_model" not in self.handles
+
+    @property
+    def ignore_chain(self) -> bool:
+        return "chain" not in self.handles
+
+    @property
+    def ignore_agent(self) -> bool:
+        return "agent" not in self.handles
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return "retriever" not in self.handles
+
+    @property
+    def ignore_retry(self) -> bool:
+        return "retry" not in self.handles
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return "custom_event" not in self.handles
+
+
+class UsageCollector(InlineHandler):
     """A LangChain callback handler that makes one record per finished chat-model call.
 
     `simulator` stands in for the provider's prompt cache when a call reports none;
     `clock` is its time in seconds (evals replay gaps between turns through it); `sink`
     receives every call (the turn's trace).
+
+    It is sent model calls only: a turn's chain, agent, tool and retry events (most of
+    them) are not dispatched to it.
     """
+
+    handles = frozenset({"llm", "chat_model"})
 
     def __init__(
         self,

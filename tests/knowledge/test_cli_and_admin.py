@@ -22,6 +22,8 @@ def cli_base(
     monkeypatch: pytest.MonkeyPatch, knowledge_base: KnowledgeBase, first_ingest: IngestReport
 ) -> KnowledgeBase:
     monkeypatch.setattr(cli, "_knowledge_base", lambda: contextlib.nullcontext(knowledge_base))
+    # `stats` reads the store alone, without loading an embedder.
+    monkeypatch.setattr(cli, "_store", lambda: contextlib.nullcontext(knowledge_base.knowledge))
     return knowledge_base
 
 
@@ -43,7 +45,8 @@ def test_stats_and_reingest_from_the_command_line(
     cli_base: KnowledgeBase, gnucash_subset: Path
 ) -> None:
     runner = CliRunner()
-    stats = json.loads(runner.invoke(cli.app, ["stats", "--json"]).output)
+    arguments = ["stats", "--json", "--collection", cli_base.collection]
+    stats = json.loads(runner.invoke(cli.app, arguments).output)
     assert stats["documents"] >= 7 and stats["chunks_by_language"]["en"] == stats["chunks"]
     result = runner.invoke(cli.app, ["ingest", str(gnucash_subset)])
     assert result.exit_code == 0, result.output

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from app.tokens import count_tokens
 from knowledge.chunking import chunk_document, truncate_to_tokens
 from knowledge.loaders import load_document
@@ -70,6 +72,24 @@ def test_truncate_to_tokens_keeps_whole_words() -> None:
     text = "one two three four five six seven eight nine ten"
     cut = truncate_to_tokens(text, 4)
     assert count_tokens(cut) <= 4 and text.startswith(cut) and not cut.endswith(" ")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Как сверить банковский счёт с ежемесячной выпиской из банка? " * 8,
+        "emoji 🙂👍 between ｆｕｌｌｗｉｄｔｈ words and   odd  spacing " * 6,
+        "Business Features > Invoices > New: use Business → Customer → New Invoice. " * 6,
+    ],
+)
+def test_truncate_to_tokens_keeps_the_longest_prefix_of_whole_words(text: str) -> None:
+    words = text.split(" ")
+    for budget in (1, 5, 16, 40):
+        longest = max(
+            (" ".join(words[:n]) for n in range(len(words) + 1)),
+            key=lambda prefix: (count_tokens(prefix) <= budget, len(prefix)),
+        )
+        assert truncate_to_tokens(text, budget) == longest
 
 
 def _one_page_pdf(text: str) -> bytes:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from typing import Any
 
+import langfuse
 import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -203,7 +204,7 @@ async def test_with_langfuse_off_nothing_is_created_or_sent(
     def no_client(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a Langfuse client was created")
 
-    monkeypatch.setattr(tracing, "Langfuse", no_client)
+    monkeypatch.setattr(langfuse, "Langfuse", no_client)
     tracer = Tracer.from_settings(
         Settings(langfuse=LangfuseSettings(public_key="pk-lf-only", base_url=local_server.url))
     )

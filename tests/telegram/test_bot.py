@@ -11,6 +11,8 @@ from bot.handlers import (
     ADMINS_ONLY,
     APOLOGY,
     ASK_USAGE,
+    FILE_NOT_DOWNLOADED,
+    FILE_NOT_DOWNLOADED_NO_TEXT,
     NO_IMAGES,
     NO_IMAGES_NO_TEXT,
     RESET_DONE,
@@ -165,6 +167,30 @@ async def test_without_image_support_the_bot_says_so_and_answers_the_caption(
     assert "Sales → Invoices → New invoice" in texts[2]
     assert bot_api.sent("getFile") == []
     assert len(model.calls) == 2  # one turn: the caption
+
+
+async def test_a_file_telegram_refuses_to_hand_over_still_gets_its_caption_answered(
+    bot_api: FakeBotApi, run_bot: RunBot, bot_settings: Settings, model: CapturingChatModel
+) -> None:
+    bot_settings.llm.supports_images = True
+    bot_api.files = {"huge": b"a file over 20 MB, as Telegram sees it"}
+    bot_api.fail("getFile", 2, status=400)  # "Bad Request: file is too big"
+    private = chat(11)
+    async with run_bot():
+        bot_api.push(bot_api.message(private, ANN, photo_ids=("huge",)))
+        bot_api.push(
+            bot_api.message(
+                private, ANN, photo_ids=("huge",), caption="How do I create an invoice?"
+            )
+        )
+        await bot_api.wait_for_messages(3)
+
+    texts = [m["text"] for m in bot_api.sent()]
+    assert texts[:2] == [FILE_NOT_DOWNLOADED_NO_TEXT, FILE_NOT_DOWNLOADED]
+    assert "Sales → Invoices → New invoice" in texts[2]
+    assert len(bot_api.sent("getFile")) == 2
+    assert len(model.calls) == 2  # one turn: the caption, without the image
+    assert isinstance(model.calls[0].messages[-1].content, str)
 
 
 async def test_a_staff_chat_gets_the_staff_profile(
