@@ -4,12 +4,14 @@ talk but are questions. Each list was checked to fail on the keyword rules it re
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.decisions.decider import MessageDecider, decider_for
 from app.decisions.intent import IntentClassifier, load_examples
 from app.settings import DecisionSettings
 from knowledge.embeddings import get_embedder
+from knowledge.graph_cache import GraphCache
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +138,34 @@ def test_the_classifier_is_fitted_on_its_examples_only() -> None:
     assert classifier.classify("how do I post a bill").label == "question"
     other = IntentClassifier(get_embedder("e5"), {**examples, "smalltalk": ["hello"]})
     assert other.fingerprint != classifier.fingerprint
+
+
+class _Unavailable:
+    """An embedder that must not be asked to embed (the examples come from the cache)."""
+
+    def __init__(self, name: str, dimension: int) -> None:
+        self.name, self.dimension = name, dimension
+
+    def embed_query(self, text: str) -> np.ndarray:
+        raise AssertionError(f"embedded {text!r} again")
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        raise AssertionError("embedded passages")
+
+
+def test_the_examples_vectors_are_kept_on_disk_and_rebuilt_when_damaged(tmp_path: Path) -> None:
+    examples = {"question": ["how do I post an invoice"], "person": ["get me a human"]}
+    e5 = get_embedder("e5")
+    first = IntentClassifier(e5, examples, GraphCache(tmp_path))
+    first.warm()
+    (stored,) = tmp_path.glob("intent-examples-*.npy")
+
+    # the text is embedded once, by the caller
+    asked = e5.embed_query("I need a human to help me")
+    cached = IntentClassifier(_Unavailable(e5.name, e5.dimension), examples, GraphCache(tmp_path))
+    assert cached.classify("I need a human to help me", asked).label == "person"
+
+    stored.write_bytes(stored.read_bytes()[:40])  # truncated
+    rebuilt = IntentClassifier(e5, examples, GraphCache(tmp_path))
+    assert rebuilt.classify("how do I post a bill").label == "question"
+    assert np.load(stored).shape == (2, e5.dimension)
