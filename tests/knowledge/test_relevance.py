@@ -40,3 +40,20 @@ def test_an_off_topic_question_finds_a_lower_best_similarity_than_a_covered_one(
     covered = best_similarity(knowledge_base, "How do I reconcile my bank account?")
     off_topic = best_similarity(knowledge_base, "Who won the football world cup in 2014?")
     assert 0 < off_topic < covered <= 1
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_in_hybrid_mode_a_passage_keeps_its_dense_similarity_not_the_fused_rank(
+    knowledge_base: KnowledgeBase, grouped: bool
+) -> None:
+    query = "How do I reconcile my bank account?"
+    dense = knowledge_base.with_options(keyword_weight=0.0, static_weight=0.0)
+    hybrid = dense.with_options(hybrid=True, group_in_qdrant=grouped)
+    every_passage = dense.with_options(passages_per_page=10)
+    cosine = {p.text: p.similarity for p in every_passage.search(query, 40)}
+
+    fused = hybrid.search(query, 4)
+
+    assert fused and all(p.score != pytest.approx(p.similarity) for p in fused)  # ranks
+    for passage in fused:
+        assert passage.similarity == pytest.approx(cosine[passage.text], abs=1e-4)
