@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from knowledge.queries import topic_words as content_words
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _MARKUP = re.compile(r"\*\*|__|`|^\s*(?:[-*+]|\d+\.)\s+|^#+\s+")
@@ -17,16 +19,6 @@ _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _HEADING = re.compile(r"^\s*#+\s")
 MENU_ARROW = "→"
 
-# Words a reformulated query leaves out: they match every page equally.
-# fmt: off
-_STOPWORDS = frozenset({
-    "the", "and", "for", "are", "but", "not", "you", "your", "our", "out", "can", "how",
-    "what", "when", "where", "which", "who", "why", "with", "this", "that", "these", "those",
-    "there", "then", "them", "they", "have", "has", "had", "does", "did", "was", "were",
-    "will", "would", "should", "could", "into", "from", "about", "also", "just", "only",
-    "some", "any", "all", "its", "don", "isn", "gnucash", "please", "thanks",
-})
-# fmt: on
 _SUFFIXES = ("ing", "ed", "es", "s")
 
 
@@ -44,12 +36,6 @@ def sentences_of(text: str) -> list[str]:
 
 def words_of(text: str) -> set[str]:
     return {word.lower() for word in _WORD.findall(text) if len(word) > 2}
-
-
-def content_words(text: str) -> list[str]:
-    """The text's words that say what it is about, lowercase, in order, once each."""
-    words = [w.lower() for w in _WORD.findall(text) if len(w) > 2]
-    return list(dict.fromkeys(w for w in words if w not in _STOPWORDS))
 
 
 def _stem(word: str) -> str:
