@@ -4,6 +4,8 @@ Each command imports what it uses (the settings, LangChain, Qdrant, the embedder
 runs: `supportbot --help` loads Typer and the command modules only.
 """
 
+import logging
+
 import typer
 
 from app import conversations_cli
@@ -67,8 +69,10 @@ def serve(
             err=True,
         )
         raise typer.Exit(1) from None
-    if sign_in_link:
-        typer.echo(f"The staff widget, signed in as a local staff member: {sign_in_link}")
+    if sign_in_link:  # a log line like the server's own, with its time and level
+        logging.getLogger("supportbot").info(
+            "The staff widget, signed in as a local staff member: %s", sign_in_link
+        )
     try:
         # SIGTERM: no new connections; requests in flight get the grace period to finish.
         uvicorn.run(

@@ -72,7 +72,7 @@ def test_the_text_speaks_of_the_product_only(page: Path) -> None:
 def test_the_readme_shows_the_sign_in_line_serve_prints() -> None:
     line = next(line for line in text(README).splitlines() if "/widget#sign-in=" in line)
     said = line.split("http://")[0].strip()
-    assert said and f'"{said} {{sign_in_link}}"' in text(ROOT / "app" / "cli.py")
+    assert said and f'"{said} %s", sign_in_link' in text(ROOT / "app" / "cli.py")
 
 
 def test_the_readme_gives_the_two_commands_and_a_curl_to_try() -> None:
