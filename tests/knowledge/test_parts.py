@@ -124,6 +124,9 @@ class CountingEmbedder:
     def embed_query(self, text: str) -> Any:
         return self._e5.embed_query(text)
 
+    def embed_new_query(self, text: str) -> Any:
+        return self._e5.embed_new_query(text)
+
     def embed_passages(self, texts: list[str]) -> Any:
         self.passages += texts
         return self._e5.embed_passages(texts)
