@@ -1,5 +1,6 @@
-"""HandoffService: opens handoffs (from ChatService's two hooks and from feedback), keeps
-the bot quiet while one is open, and lets staff claim, reply and resolve.
+"""HandoffService: opens handoffs (as the turn's router, and after 👎), keeps the bot quiet
+while one is open, and lets staff claim, reply and resolve. One module for the handoff's
+whole life (open, take turns, staff's doings), as the tests and the adapters see it.
 
 It is the turn's router (app/chat/routing.py): `route` decides before a turn whether a
 person takes it (a request for a person the decider is sure of), nobody (a person has the
