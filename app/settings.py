@@ -388,13 +388,25 @@ class ApiSettings(BaseModel):
         description="turns one conversation may take over HTTP (`limits` notation, e.g. "
         "`12/minute;200/day`); more get 429 with Retry-After",
     )
-    author_rate: str = Field(
-        "30/minute",
-        description="turns one author (of one API key, or one staff member) may send over "
-        "HTTP, across conversations",
+    caller_rate: str = Field(
+        "30/minute;1000/day",
+        description="turns one caller may take over HTTP across conversations: one API key, "
+        "one staff member, or one client address when anonymous (never the body's `author`)",
+    )
+    caller_token_budget: str = Field(
+        "2000000/day",
+        description="model tokens (input and output) one caller's turns may spend, in "
+        "`limits` notation with tokens as the count; checked before each turn, so the turn "
+        "that spends it may go past it; then 429 with Retry-After",
+    )
+    rate_limit_storage_url: str | None = Field(
+        None,
+        description="a `limits` async storage URI the replicas share, e.g. "
+        "`async+redis://redis:6379/0` (needs the `coredis` package); unset: counters in each "
+        "process's memory, so each replica counts on its own",
     )
 
-    @field_validator("conversation_rate", "author_rate")
+    @field_validator("conversation_rate", "caller_rate", "caller_token_budget")
     @classmethod
     def _a_rate(cls, value: str) -> str:
         limits.parse_many(value)  # raises ValueError on anything it cannot read

@@ -36,7 +36,8 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> 
     app_settings.widget.staff_tokens = {"alice": SecretStr(STAFF_TOKEN)}
     app_settings.admin_token = SecretStr("schema-admin-token")
     # Generated cases share a few keys: the rate limits are not what is tested here.
-    app_settings.api.conversation_rate = app_settings.api.author_rate = "100000/minute"
+    app_settings.api.conversation_rate = app_settings.api.caller_rate = "100000/minute"
+    app_settings.api.caller_token_budget = "1000000000/day"
     migrate.upgrade(app_settings.db.url)
     yield schemathesis.openapi.from_asgi("/openapi.json", create_app(app_settings))
     asgi.shutdown_lifespans()  # closes the app's runtime

@@ -26,6 +26,13 @@ class Caller:
     kind: CallerKind
     name: str | None = None
     key_prefix: str = ""  # a backend's conversation keys start with it
+    address: str | None = None  # an anonymous caller's client address
+
+    @property
+    def rate_key(self) -> str:
+        """Whom the rate limits and the token budget count: the credential, or an
+        anonymous caller's address; never a name the request body gives."""
+        return f"{self.kind}:{self.name if self.kind != 'anonymous' else self.address}"
 
     @property
     def is_staff(self) -> bool:
@@ -65,8 +72,6 @@ class Caller:
         return self.may_read(key)
 
 
-ANONYMOUS = Caller(kind="anonymous")
-
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
@@ -86,7 +91,7 @@ def get_caller(request: Request, settings: SettingsDep) -> Caller:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if not token:
         if api.anonymous_allowed:
-            return ANONYMOUS
+            return Caller(kind="anonymous", address=request.client.host if request.client else None)
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "an API key or staff credentials are required", CHALLENGE
         )

@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from app.api import admin, conversations, handoffs, health, telegram, widget
 from app.api.body_limit import BodySizeLimit
 from app.api.errors import install_error_handlers
-from app.api.rate_limits import TurnRateLimits
+from app.api.rate_limits import TurnLimits
 from app.chat.service import TurnFailed
 from app.observability.metrics import exposition
 from app.observability.redact import configured_secrets, install_log_redaction
@@ -46,7 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         install_log_redaction(configured_secrets(settings))
         app.state.runtime = Runtime.from_settings(settings)
         await app.state.runtime.start()
-        app.state.turn_limits = TurnRateLimits(settings.api)
+        app.state.turn_limits = TurnLimits(settings.api, settings.observability.metrics_enabled)
         async with telegram.webhook_bot(app), handoffs.telegram_messenger(app):
             yield
         await app.state.runtime.aclose()
