@@ -56,7 +56,9 @@ def serve(
         )
         raise typer.Exit(1) from None
     try:
-        uvicorn.run(app, host=settings.api.host, port=port, log_config=None)
+        # The peer address stays the peer's: X-Forwarded-For is read only from
+        # SUPPORTBOT_WIDGET__TRUSTED_PROXIES (app/api/auth.py), not from any local process.
+        uvicorn.run(app, host=settings.api.host, port=port, log_config=None, proxy_headers=False)
     finally:
         held.release()
 

@@ -12,6 +12,7 @@ import itertools
 import os
 import re
 import tomllib
+import unicodedata
 from datetime import time
 from functools import lru_cache
 from importlib import resources
@@ -308,16 +309,82 @@ class TelegramSettings(BaseModel):
     )
 
 
+# Conversation keys: what a URL path segment carries without escaping, as long as any
+# chat id or staff name needs (`telegram:-1001234567890:42`, `widget:ann@example.com:1`).
+CONVERSATION_KEY_PATTERN = r"^[A-Za-z0-9._:@+-]{1,128}$"
+# Conversation keys written by an adapter of their own, never through `/v1` with an API key.
+RESERVED_KEY_PREFIXES = ("telegram:", "widget:")
+
+STAFF_NAME_CHARS = 64
+# Letters and digits of any script, and `. @ ' + -` and spaces between them: a user name,
+# an e-mail address or "Bob Smith", never a list ("alice, mallory") or a control character.
+_STAFF_NAME = re.compile(r"[^\W_](?:[\w .@'+-]*[^\W_])?")
+
+
+def widget_key_prefix(staff_name: str) -> str:
+    """The start of a staff member's widget conversation keys. A name may hold what a key
+    may not ("bob smith"): it is percent-encoded, with `+` for `%`."""
+    return "widget:" + quote(staff_name, safe="._@-").replace("%", "+") + ":"
+
+
+def staff_name(raw: str) -> str:
+    """A staff member's name as keys and records carry it: NFC, lower case (an SSO proxy's
+    "Alice" and a token's "alice" are one person); ValueError saying why when it is none."""
+    name = unicodedata.normalize("NFC", raw).lower()
+    if not 1 <= len(name) <= STAFF_NAME_CHARS:
+        raise ValueError(f"a staff name has 1 to {STAFF_NAME_CHARS} characters")
+    if not _STAFF_NAME.fullmatch(name):
+        raise ValueError(
+            "a staff name is letters and digits, with . @ ' + - and spaces between them"
+        )
+    if not re.fullmatch(CONVERSATION_KEY_PATTERN, widget_key_prefix(name) + "0" * 16):
+        raise ValueError("a staff name this long leaves no room in a conversation key")
+    return name
+
+
 class WidgetSettings(BaseModel):
     staff_tokens: dict[str, SecretStr] = Field(
-        default_factory=dict, description="staff name -> bearer token of the widget and API"
+        default_factory=dict,
+        description="staff name -> bearer token of the widget and API; names are taken in "
+        "lower case",
     )
     trusted_user_header: str | None = Field(
         None,
         description="header set by the company's SSO reverse proxy with the staff user's "
-        "name (e.g. X-Forwarded-User); only set this when the proxy strips it from clients",
+        "name (e.g. X-Forwarded-User); believed only from `trusted_proxies`, and only once "
+        "per request",
+    )
+    trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(
+        default_factory=list,
+        description="addresses or networks (CIDR) of the SSO proxy: only requests from them "
+        "may sign in with `trusted_user_header` (and name the client in X-Forwarded-For); "
+        "the header from any other address is ignored and logged",
     )
     allowed_origins: list[str] = Field(default_factory=list, description="CORS origins")
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _networks(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [ipaddress.ip_network(str(v), strict=False) for v in value]
+        return value
+
+    @field_validator("staff_tokens")
+    @classmethod
+    def _staff_names(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        named = {staff_name(name): token for name, token in value.items()}
+        if len(named) < len(value):
+            raise ValueError("two staff tokens are named alike (names are taken in lower case)")
+        return named
+
+    def trusts(self, peer: str | None) -> bool:
+        """Whether `peer` (a client address) is one of the trusted proxies."""
+        try:
+            address = ipaddress.ip_address(peer or "")
+        except ValueError:
+            return False
+        return any(address in network for network in self.trusted_proxies)
+
     example_questions: list[str] = Field(
         default_factory=lambda: [
             "How do I create an invoice?",
@@ -326,13 +393,6 @@ class WidgetSettings(BaseModel):
         ],
         description="questions an empty chat offers to ask (fit them to your knowledge base)",
     )
-
-
-# Conversation keys: what a URL path segment carries without escaping, as long as any
-# chat id or staff name needs (`telegram:-1001234567890:42`, `widget:ann@example.com:1`).
-CONVERSATION_KEY_PATTERN = r"^[A-Za-z0-9._:@+-]{1,128}$"
-# Conversation keys written by an adapter of their own, never through `/v1` with an API key.
-RESERVED_KEY_PREFIXES = ("telegram:", "widget:")
 
 
 class ApiKey(BaseModel):

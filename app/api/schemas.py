@@ -197,7 +197,7 @@ class WhoAmIOut(BaseModel):
     name: str | None = Field(description="the staff member's name")
     conversation_prefix: str = Field(
         description="how this staff member's widget conversation keys start",
-        examples=["widget:alice:", "widget:Bob+20Smith:"],
+        examples=["widget:alice:", "widget:bob+20smith:"],
     )
     example_questions: list[str] = Field(
         description="what an empty chat offers to ask (SUPPORTBOT_WIDGET__EXAMPLE_QUESTIONS)"

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from ipaddress import ip_network
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,7 @@ def test_behind_the_sso_proxy_there_is_nothing_to_sign_out_of(
     configured: Settings, serve: Callable[[], str], browser: Browser
 ) -> None:
     configured.widget.trusted_user_header = "X-Forwarded-User"
+    configured.widget.trusted_proxies = [ip_network("127.0.0.1/32")]  # the browser is the proxy
     page = browser.new_page(viewport=DESKTOP)
     page.set_extra_http_headers({"X-Forwarded-User": "bob"})  # what the proxy adds
     page.goto(f"{serve()}/widget")
