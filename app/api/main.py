@@ -11,6 +11,7 @@ from fastapi_offline import FastAPIOffline
 
 from app.api import admin, conversations, handoffs, health, telegram, widget
 from app.api.body_limit import BodySizeLimit
+from app.api.cross_site import CrossSiteGuard
 from app.api.errors import install_error_handlers
 from app.api.rate_limits import TurnLimits
 from app.chat.service import TurnFailed
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(handoffs.router)
     app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
+    app.add_middleware(CrossSiteGuard, allowed_origins=settings.widget.allowed_origins)
     if settings.widget.allowed_origins:  # added last: outermost, so errors get CORS headers
         app.add_middleware(
             CORSMiddleware,
