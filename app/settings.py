@@ -360,7 +360,26 @@ class WidgetSettings(BaseModel):
         "may sign in with `trusted_user_header` (and name the client in X-Forwarded-For); "
         "the header from any other address is ignored and logged",
     )
-    allowed_origins: list[str] = Field(default_factory=list, description="CORS origins")
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="origins of the pages that call the API from a browser (CORS), and "
+        "that may send it requests that change something (cross-site requests from other "
+        "origins are refused)",
+    )
+    frame_ancestors: list[str] = Field(
+        default_factory=list,
+        description="origins of the pages that show the widget in a frame (the embed "
+        "script's), e.g. https://crm.example.com; empty: no page may frame it "
+        "(`frame-ancestors 'none'`)",
+    )
+
+    @field_validator("frame_ancestors")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if not re.fullmatch(r"https?://[A-Za-z0-9.*-]+(:(\d+|\*))?", origin):
+                raise ValueError(f"{origin!r} is not an origin such as https://crm.example.com")
+        return value
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod

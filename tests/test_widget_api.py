@@ -375,3 +375,30 @@ def test_the_history_shows_each_answers_latest_rating(staff_client: TestClient) 
         {"rating": "down", "comment": "no due date"},
         None,
     ]
+
+
+@pytest.mark.parametrize(
+    "path", ["/widget", "/widget/static/index.html", "/widget/static/queue.html"]
+)
+def test_every_widget_page_has_its_policy_and_no_other_site_frames_it(
+    staff_client: TestClient, path: str
+) -> None:
+    page = staff_client.get(path)
+    assert page.status_code == 200
+    policy = page.headers["content-security-policy"]
+    assert policy.startswith("default-src 'self'; ") and policy.endswith("; frame-ancestors 'none'")
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+def test_the_pages_that_embed_the_widget_may_frame_it(
+    settings: Settings, sample_index: Path
+) -> None:
+    settings.widget.frame_ancestors = ["https://crm.example.com", "https://*.example.org"]
+    with make_client(settings, sample_index) as client:
+        page = client.get("/widget")
+    assert page.headers["content-security-policy"].endswith(
+        "; frame-ancestors https://crm.example.com https://*.example.org"
+    )
+    assert "x-frame-options" not in page.headers
+    with pytest.raises(ValidationError, match="is not an origin"):
+        WidgetSettings(frame_ancestors=["https://crm.example.com; script-src *"])

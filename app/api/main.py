@@ -68,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(CrossSiteGuard, allowed_origins=settings.widget.allowed_origins)
+    app.add_middleware(widget.WidgetPagePolicy, frame_ancestors=settings.widget.frame_ancestors)
     if settings.widget.allowed_origins:  # added last: outermost, so errors get CORS headers
         app.add_middleware(
             CORSMiddleware,

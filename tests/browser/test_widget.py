@@ -388,7 +388,11 @@ def test_readable_on_a_phone(server: str, browser: Browser, shots: Path) -> None
     page.screenshot(path=shots / "phone-chats.png")
 
 
-def test_the_embed_script_opens_the_widget_in_a_side_panel(server: str, browser: Browser) -> None:
+def test_the_embed_script_opens_the_widget_in_a_side_panel(
+    configured: Settings, serve: Callable[[], str], browser: Browser
+) -> None:
+    configured.widget.frame_ancestors = ["http://127.0.0.1:*"]  # the page below embeds it
+    server = serve()
     page = browser.new_page(viewport=DESKTOP)
     page.goto(f"{server}/widget")
     page.evaluate("token => localStorage.setItem('supportbot.token', token)", TOKEN)
