@@ -9,6 +9,7 @@ written by the bot alone and `widget:` ones by their staff member alone, so nobo
 into a chat, or claim its key first, by guessing it.
 """
 
+import ipaddress
 import logging
 import secrets
 from dataclasses import dataclass
@@ -125,6 +126,23 @@ def client_address(request: Request, widget: WidgetSettings) -> str | None:
     return peer
 
 
+def _beyond_loopback(request: Request) -> str | None:
+    """Why an anonymous caller is refused on the address this request came in on: the one
+    the server really listens on (`uvicorn --host 0.0.0.0` reaches the app whatever
+    SUPPORTBOT_API__HOST says). None on loopback, a Unix socket, or a test transport."""
+    server = request.scope.get("server")
+    try:
+        address = ipaddress.ip_address(str(server[0])) if server else None
+    except ValueError:  # not an IP address: no socket of the network
+        return None
+    if address is None or address.is_loopback:
+        return None
+    return (
+        f"this request came in on {address}: without SUPPORTBOT_API__KEYS the API answers "
+        "anonymous callers only on a loopback address"
+    )
+
+
 def get_caller(request: Request, settings: SettingsDep) -> Caller:
     widget, api = settings.widget, settings.api
     if user := _proxy_user(request, widget):
@@ -132,6 +150,8 @@ def get_caller(request: Request, settings: SettingsDep) -> Caller:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if not token:
         if api.anonymous_allowed:
+            if refused := _beyond_loopback(request):
+                raise HTTPException(status.HTTP_401_UNAUTHORIZED, refused, CHALLENGE)
             return Caller(kind="anonymous", address=client_address(request, widget))
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "an API key or staff credentials are required", CHALLENGE
