@@ -618,9 +618,20 @@ class HandoffSettings(BaseModel):
     staff_telegram_chat_id: int | None = Field(
         None, description="Telegram chat the handoff cards are posted to, with a Claim button"
     )
+    staff_telegram_users: dict[int, str] = Field(
+        default_factory=dict,
+        description="Telegram user id -> staff name (as the widget signs them in): who may "
+        "claim a handoff with the card's button, and as whom; an administrator of the staff "
+        "chat not listed claims as `telegram:<user id>`, anyone else is refused",
+    )
     transcript_base_url: str = Field(
         "", description="prefix of the transcript link on a card, e.g. https://support.example.com"
     )
+
+    @field_validator("staff_telegram_users")
+    @classmethod
+    def _staff_names(cls, value: dict[int, str]) -> dict[int, str]:
+        return {user_id: staff_name(name) for user_id, name in value.items()}
 
     @field_validator("timezone")
     @classmethod
