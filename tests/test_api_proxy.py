@@ -3,7 +3,6 @@ once, only as a valid staff name, in lower case like the stored keys."""
 
 import logging
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -158,17 +157,10 @@ async def _listed(sessions: async_sessionmaker[AsyncSession]) -> list[str]:
             )
             session.add(conversation)
             await session.flush()
-            session.add(
-                Message(
-                    conversation_id=conversation.id,
-                    seq=1,
-                    turn=1,
-                    role="user",
-                    author="alice",
-                    content="hi",
-                    created_at=datetime.now(UTC),
-                )
+            message = Message(
+                conversation_id=conversation.id, seq=1, turn=1, role="user", content="hi"
             )
+            session.add(message)
         await session.commit()
     async with sessions() as session:
         found = await queries.conversations_starting_with(session, "widget:alice:", 10)
