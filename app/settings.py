@@ -485,6 +485,16 @@ class ApiSettings(BaseModel):
         "process's memory, so each replica counts on its own",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_author_rate(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "author_rate" in data:
+            raise ValueError(
+                "author_rate is now caller_rate (SUPPORTBOT_API__CALLER_RATE): turns are "
+                "counted per credential, never per author"
+            )
+        return data
+
     @field_validator("conversation_rate", "caller_rate", "caller_token_budget")
     @classmethod
     def _a_rate(cls, value: str) -> str:

@@ -38,3 +38,8 @@ async def test_limits_through_a_shared_storage_uri() -> None:
         await limits.take("b", "backend:shop")
     assert refused.value.status_code == 429
     await limits.take("b", "backend:mall")
+
+
+def test_the_old_author_rate_setting_says_what_it_became() -> None:
+    with pytest.raises(ValueError, match="author_rate is now caller_rate"):
+        ApiSettings.model_validate({"author_rate": "30/minute"})
