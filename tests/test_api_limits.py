@@ -16,6 +16,7 @@ from app.db.models import Feedback, Message
 from app.settings import ApiKey, Settings
 from tests.conftest import make_client
 from tests.test_api import metric
+from tests.test_api_proxy import another_peer
 
 QUESTION = "How do I create an invoice?"
 SHOP_KEY = "shop-key-0123456789abcdef"
@@ -261,8 +262,8 @@ def test_anonymous_callers_are_counted_by_their_address(
         assert refused.status_code == 429 and "this caller" in refused.json()["detail"]
         assert len(user_messages(settings)) == 2
         # The same app, another client address: a window of its own.
-        client._transport.client = ("192.0.2.7", 40000)  # type: ignore[attr-defined]
-        assert client.post("/v1/conversations/c9/messages", json=ask()).status_code == 200
+        elsewhere = another_peer(client, "192.0.2.7")
+        assert elsewhere.post("/v1/conversations/c9/messages", json=ask()).status_code == 200
 
 
 def test_a_callers_token_budget_is_spent_then_a_429(settings: Settings, sample_index: Path) -> None:

@@ -34,6 +34,14 @@ def stored_keys(settings: Settings) -> list[str]:
     return found
 
 
+def another_peer(running: TestClient, address: str) -> TestClient:
+    """A client of `running`'s app connecting from `address`, on its event loop (the app's
+    lifespan, started by `running`, is shared)."""
+    client = TestClient(running.app, client=(address, 40000))
+    client.portal = running.portal
+    return client
+
+
 @pytest.fixture
 def connect(settings: Settings, sample_index: Path) -> Iterator[Connect]:
     """Clients of one app, each from the address given."""
@@ -50,9 +58,8 @@ def connect(settings: Settings, sample_index: Path) -> Iterator[Connect]:
         clients = {PROXY: first}
 
         def client_from(address: str) -> TestClient:
-            if address not in clients:  # the app's lifespan is already running
-                clients[address] = TestClient(app, client=(address, 40000))
-                clients[address].portal = first.portal
+            if address not in clients:
+                clients[address] = another_peer(first, address)
             return clients[address]
 
         yield client_from
@@ -207,8 +214,7 @@ def test_anonymous_callers_behind_the_proxy_are_counted_by_the_forwarded_address
             == 429
         )
         # Anyone else's X-Forwarded-For is the client's word: counted by its own address.
-        outsider = TestClient(app, client=("203.0.113.9", 40000))
-        outsider.portal = proxy.portal
+        outsider = another_peer(proxy, "203.0.113.9")
         for n, spoofed in enumerate(["198.51.100.3", "198.51.100.4"]):
             posted = outsider.post(
                 f"/v1/conversations/d{n}/messages",

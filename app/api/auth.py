@@ -95,7 +95,7 @@ def _proxy_user(request: Request, widget: WidgetSettings) -> str | None:
     if not header or not values:
         return None
     peer = request.client.host if request.client else None
-    if not widget.trusted_proxies or not widget.trusts(peer):
+    if not widget.trusts(peer):
         log.warning(
             "ignored the %s header from %s, which is not in SUPPORTBOT_WIDGET__TRUSTED_PROXIES",
             header,
