@@ -75,12 +75,15 @@ def serve(
         )
     try:
         # SIGTERM: no new connections; requests in flight get the grace period to finish.
+        # The peer address stays the peer's: X-Forwarded-For is read only from
+        # SUPPORTBOT_WIDGET__TRUSTED_PROXIES (app/api/auth.py), not from any local process.
         uvicorn.run(
             app,
             host=settings.api.host,
             port=port,
             log_config=None,
             timeout_graceful_shutdown=settings.api.shutdown_grace_seconds,
+            proxy_headers=False,
         )
     finally:
         held.release()

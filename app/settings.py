@@ -12,6 +12,7 @@ import itertools
 import os
 import re
 import tomllib
+import unicodedata
 from datetime import time
 from functools import lru_cache
 from importlib import resources
@@ -357,18 +358,103 @@ class TelegramSettings(BaseModel):
     )
 
 
+# Conversation keys: what a URL path segment carries without escaping, as long as any
+# chat id or staff name needs (`telegram:-1001234567890:42`, `widget:ann@example.com:1`).
+CONVERSATION_KEY_PATTERN = r"^[A-Za-z0-9._:@+-]{1,128}$"
+# Conversation keys written by an adapter of their own, never through `/v1` with an API key.
+RESERVED_KEY_PREFIXES = ("telegram:", "widget:")
+
+STAFF_NAME_CHARS = 64
+# Letters and digits of any script, and `. @ ' + -` and spaces between them: a user name,
+# an e-mail address or "Bob Smith", never a list ("alice, mallory") or a control character.
+_STAFF_NAME = re.compile(r"[^\W_](?:[\w .@'+-]*[^\W_])?")
+
+
+def widget_key_prefix(staff_name: str) -> str:
+    """The start of a staff member's widget conversation keys. A name may hold what a key
+    may not ("bob smith"): it is percent-encoded, with `+` for `%`."""
+    return "widget:" + quote(staff_name, safe="._@-").replace("%", "+") + ":"
+
+
+def staff_name(raw: str) -> str:
+    """A staff member's name as keys and records carry it: NFC, lower case (an SSO proxy's
+    "Alice" and a token's "alice" are one person); ValueError saying why when it is none."""
+    name = unicodedata.normalize("NFC", raw).lower()
+    if not 1 <= len(name) <= STAFF_NAME_CHARS:
+        raise ValueError(f"a staff name has 1 to {STAFF_NAME_CHARS} characters")
+    if not _STAFF_NAME.fullmatch(name):
+        raise ValueError(
+            "a staff name is letters and digits, with . @ ' + - and spaces between them"
+        )
+    if not re.fullmatch(CONVERSATION_KEY_PATTERN, widget_key_prefix(name) + "0" * 16):
+        raise ValueError("a staff name this long leaves no room in a conversation key")
+    return name
+
+
 class WidgetSettings(BaseModel):
     """The staff widget and who may sign in to it (staff credentials also serve the API)."""
 
     staff_tokens: dict[str, SecretStr] = Field(
-        default_factory=dict, description="staff name -> bearer token of the widget and API"
+        default_factory=dict,
+        description="staff name -> bearer token of the widget and API; names are taken in "
+        "lower case",
     )
     trusted_user_header: str | None = Field(
         None,
         description="header set by the company's SSO reverse proxy with the staff user's "
-        "name (e.g. X-Forwarded-User); only set this when the proxy strips it from clients",
+        "name (e.g. X-Forwarded-User); believed only from `trusted_proxies`, and only once "
+        "per request",
     )
-    allowed_origins: list[str] = Field(default_factory=list, description="CORS origins")
+    trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(
+        default_factory=list,
+        description="addresses or networks (CIDR) of the SSO proxy: only requests from them "
+        "may sign in with `trusted_user_header` (and name the client in X-Forwarded-For); "
+        "the header from any other address is ignored and logged",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="origins of the pages that call the API from a browser (CORS), and "
+        "that may send it requests that change something (cross-site requests from other "
+        "origins are refused)",
+    )
+    frame_ancestors: list[str] = Field(
+        default_factory=list,
+        description="origins of the pages that show the widget in a frame (the embed "
+        "script's), e.g. https://crm.example.com; empty: no page may frame it "
+        "(`frame-ancestors 'none'`)",
+    )
+
+    @field_validator("frame_ancestors")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if not re.fullmatch(r"https?://[A-Za-z0-9.*-]+(:(\d+|\*))?", origin):
+                raise ValueError(f"{origin!r} is not an origin such as https://crm.example.com")
+        return value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _networks(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [ipaddress.ip_network(str(v), strict=False) for v in value]
+        return value
+
+    @field_validator("staff_tokens")
+    @classmethod
+    def _staff_names(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        named = {staff_name(name): token for name, token in value.items()}
+        if len(named) < len(value):
+            raise ValueError("two staff tokens are named alike (names are taken in lower case)")
+        return named
+
+    def trusts(self, peer: str | None) -> bool:
+        """Whether `peer` (a client address) is one of the trusted proxies."""
+        try:
+            address = ipaddress.ip_address(peer or "")
+        except ValueError:
+            return False
+        return any(address in network for network in self.trusted_proxies)
+
     example_questions: list[str] = Field(
         default_factory=lambda: [
             "How do I create an invoice?",
@@ -377,13 +463,6 @@ class WidgetSettings(BaseModel):
         ],
         description="questions an empty chat offers to ask (fit them to your knowledge base)",
     )
-
-
-# Conversation keys: what a URL path segment carries without escaping, as long as any
-# chat id or staff name needs (`telegram:-1001234567890:42`, `widget:ann@example.com:1`).
-CONVERSATION_KEY_PATTERN = r"^[A-Za-z0-9._:@+-]{1,128}$"
-# Conversation keys written by an adapter of their own, never through `/v1` with an API key.
-RESERVED_KEY_PREFIXES = ("telegram:", "widget:")
 
 
 class ApiKey(BaseModel):
@@ -445,13 +524,35 @@ class ApiSettings(BaseModel):
         description="turns one conversation may take over HTTP (`limits` notation, e.g. "
         "`12/minute;200/day`); more get 429 with Retry-After",
     )
-    author_rate: str = Field(
-        "30/minute",
-        description="turns one author (of one API key, or one staff member) may send over "
-        "HTTP, across conversations",
+    caller_rate: str = Field(
+        "30/minute;1000/day",
+        description="turns one caller may take over HTTP across conversations: one API key, "
+        "one staff member, or one client address when anonymous (never the body's `author`)",
+    )
+    caller_token_budget: str = Field(
+        "2000000/day",
+        description="model tokens (input and output) one caller's turns may spend, in "
+        "`limits` notation with tokens as the count; checked before each turn, so the turn "
+        "that spends it may go past it; then 429 with Retry-After",
+    )
+    rate_limit_storage_url: str | None = Field(
+        None,
+        description="a `limits` async storage URI the replicas share, e.g. "
+        "`async+redis://redis:6379/0` (needs the `coredis` package); unset: counters in each "
+        "process's memory, so each replica counts on its own",
     )
 
-    @field_validator("conversation_rate", "author_rate")
+    @model_validator(mode="before")
+    @classmethod
+    def _no_author_rate(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "author_rate" in data:
+            raise ValueError(
+                "author_rate is now caller_rate (SUPPORTBOT_API__CALLER_RATE): turns are "
+                "counted per credential, never per author"
+            )
+        return data
+
+    @field_validator("conversation_rate", "caller_rate", "caller_token_budget")
     @classmethod
     def _a_rate(cls, value: str) -> str:
         limits.parse_many(value)  # raises ValueError on anything it cannot read
@@ -631,9 +732,20 @@ class HandoffSettings(BaseModel):
     staff_telegram_chat_id: int | None = Field(
         None, description="Telegram chat the handoff cards are posted to, with a Claim button"
     )
+    staff_telegram_users: dict[int, str] = Field(
+        default_factory=dict,
+        description="Telegram user id -> staff name (as the widget signs them in): who may "
+        "claim a handoff with the card's button, and as whom; an administrator of the staff "
+        "chat not listed claims as `telegram:<user id>`, anyone else is refused",
+    )
     transcript_base_url: str = Field(
         "", description="prefix of the transcript link on a card, e.g. https://support.example.com"
     )
+
+    @field_validator("staff_telegram_users")
+    @classmethod
+    def _staff_names(cls, value: dict[int, str]) -> dict[int, str]:
+        return {user_id: staff_name(name) for user_id, name in value.items()}
 
     @field_validator("timezone")
     @classmethod

@@ -8,7 +8,7 @@ import re
 from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import Bot, ChatMember, InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 from telegramify_markdown import utf16_len
@@ -162,7 +162,10 @@ class HandoffHandlers:
         if message is None or message.chat.id != self._settings.handoff.staff_telegram_chat_id:
             await query.answer("Handoffs are claimed in the staff chat.")
             return
-        staff = query.from_user.username or query.from_user.full_name
+        staff = await self._claimant(query.from_user.id, message.chat.id, query.get_bot())
+        if staff is None:
+            await query.answer("Only staff members claim handoffs.", show_alert=True)
+            return
         try:
             handoff = await self._handoffs.claim(int(match[1]), staff)
         except HandoffConflict as lost:
@@ -176,3 +179,18 @@ class HandoffHandlers:
             await query.edit_message_reply_markup(None)
         except TelegramError as error:  # cosmetic: the claim stands
             log.debug("could not remove the Claim button: %s", error)
+
+    async def _claimant(self, user_id: int, staff_chat: int, bot: Bot) -> str | None:
+        """Who claims for this Telegram user: by their user id, never a name they chose.
+        The staff name SUPPORTBOT_HANDOFF__STAFF_TELEGRAM_USERS gives them; else, for an
+        administrator of the staff chat, `telegram:<user id>`; else nobody."""
+        if name := self._settings.handoff.staff_telegram_users.get(user_id):
+            return name
+        try:
+            member = await bot.get_chat_member(staff_chat, user_id)
+        except TelegramError as error:
+            log.warning("could not ask Telegram whether user %s is staff: %s", user_id, error)
+            return None
+        if member.status in (ChatMember.ADMINISTRATOR, ChatMember.OWNER):
+            return f"telegram:{user_id}"
+        return None

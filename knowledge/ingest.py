@@ -11,7 +11,7 @@ import hashlib
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +24,7 @@ from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
 from knowledge.client import DENSE, SPARSE, KnowledgeClient, match
 from knowledge.embeddings import Embedder
 from knowledge.loaders import SUPPORTED_SUFFIXES, Document, LoadError, load_document
+from knowledge.roots import OutsideRoots, read_confined
 
 # Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
 INDEX_VERSION = "1"
@@ -80,9 +81,15 @@ class Ingester:
     embed_tokens: int = 128
 
     def ingest(
-        self, path: Path, collection: str, progress: ProgressCallback | None = None
+        self,
+        path: Path,
+        collection: str,
+        progress: ProgressCallback | None = None,
+        confined_to: Sequence[Path] = (),
     ) -> IngestReport:
-        """Mirror a folder (or add one file) into a collection; see the module docstring."""
+        """Mirror a folder (or add one file) into a collection; see the module docstring.
+        With `confined_to` (resolved roots: a path from the network), each file is read
+        through a descriptor checked to lie under them (knowledge/roots.py)."""
         started = time.perf_counter()
         path = path.resolve()
         if not path.exists():
@@ -103,7 +110,9 @@ class Ingester:
             for file in files:
                 source = file.relative_to(root).as_posix()
                 seen.add(source)
-                self._ingest_file(file, root, source, stored.get(source), pending, report)
+                self._ingest_file(
+                    file, root, source, stored.get(source), pending, report, confined_to
+                )
                 if sum(len(item.chunks) for item in pending) >= EMBED_BATCH:
                     if writing:
                         writing.result()
@@ -135,18 +144,23 @@ class Ingester:
         previous: tuple[str, int] | None,
         pending: list[_PendingDocument],
         report: IngestReport,
+        confined_to: Sequence[Path],
     ) -> None:
         try:
-            fingerprint = self._fingerprint(file.read_bytes())
+            raw = read_confined(file, confined_to) if confined_to else file.read_bytes()
+        except OutsideRoots as refused:
+            report.errors[source] = f"refused: {refused}"
+            return
         except OSError as exc:
             report.errors[source] = f"cannot read: {exc.strerror or exc}"
             return
+        fingerprint = self._fingerprint(raw)
         if previous and previous[0] == fingerprint:
             report.documents_unchanged += 1
             report.chunks_unchanged += previous[1]
             return
         try:
-            document = load_document(file, root)
+            document = load_document(file, root, raw)
         except LoadError as exc:
             if exc.nothing_to_index:
                 report.skipped[source] = str(exc)

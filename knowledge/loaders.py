@@ -6,6 +6,7 @@ one section splitter (markdown-it-py). PDF text comes from pypdf, one section pe
 entry (or per page when the file has no outline).
 """
 
+import io
 import itertools
 import re
 from collections.abc import Iterator
@@ -73,12 +74,13 @@ def strip_section_number(heading: str) -> str:
     return _SECTION_NUMBER.sub("", " ".join(heading.split()))
 
 
-def load_document(path: Path, root: Path) -> Document:
-    """Read one file; raises LoadError naming the problem (the caller names the file)."""
+def load_document(path: Path, root: Path, raw: bytes | None = None) -> Document:
+    """Read one file (or parse its bytes, read already); raises LoadError naming the
+    problem (the caller names the file)."""
     source = path.relative_to(root).as_posix() if path != root else path.name
     suffix = path.suffix.lower()
     try:
-        raw = path.read_bytes()
+        raw = path.read_bytes() if raw is None else raw
     except OSError as exc:
         raise LoadError(f"cannot read: {exc.strerror or exc}") from exc
     if not raw.strip():
@@ -88,7 +90,7 @@ def load_document(path: Path, root: Path) -> Document:
     elif suffix in MARKDOWN_SUFFIXES:
         title, language, sections = _load_markdown(raw)
     elif suffix in PDF_SUFFIXES:
-        title, language, sections = _load_pdf(path)
+        title, language, sections = _load_pdf(raw, path.stem)
     else:
         raise LoadError(f"unsupported file type {suffix!r}")
     sections = [s for s in sections if s.text.strip()]
@@ -236,15 +238,15 @@ def _flatten_admonition(soup: BeautifulSoup, admonition: Tag) -> None:
 # --- PDF ------------------------------------------------------------------------------
 
 
-def _load_pdf(path: Path) -> tuple[str, str, list[Section]]:
+def _load_pdf(raw: bytes, stem: str) -> tuple[str, str, list[Section]]:
     try:
-        reader = PdfReader(path)
+        reader = PdfReader(io.BytesIO(raw))
         pages = [page.extract_text() or "" for page in reader.pages]
         metadata_title = reader.metadata.title if reader.metadata else None
         starts = list(_outline_starts(reader))
     except (PdfReadError, ValueError, KeyError, TypeError) as exc:
         raise LoadError(f"cannot parse the PDF: {exc}") from exc
-    title = (metadata_title or "").strip() or path.stem
+    title = (metadata_title or "").strip() or stem
     if not starts:
         return (
             title,

@@ -11,6 +11,7 @@ Ingestion is `knowledge.ingest`, counting `knowledge.stats`, the shared client
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -192,9 +193,10 @@ class KnowledgeBase:
         path: Path,
         collection: str | None = None,
         progress: ProgressCallback | None = None,
+        confined_to: Sequence[Path] = (),
     ) -> IngestReport:
         """Mirror a folder (or add one file) into a collection (`knowledge.ingest`)."""
-        return self.ingester.ingest(path, collection or self.collection, progress)
+        return self.ingester.ingest(path, collection or self.collection, progress, confined_to)
 
     def stats(self, collection: str | None = None) -> KnowledgeStats:
         return collection_stats(

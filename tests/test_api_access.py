@@ -200,3 +200,22 @@ def test_nothing_is_stored_for_a_refused_turn(keyed: TestClient, settings: Setti
     with engine.connect() as connection:
         assert connection.execute(select(Message.id)).all() == []
     engine.dispose()
+
+
+def test_an_open_api_answers_anonymous_callers_only_on_loopback(
+    settings: Settings, sample_index: Path
+) -> None:
+    """Whatever the settings' host says: the address a request came in on is the one the
+    server listens on (`uvicorn --factory --host 0.0.0.0` skips `supportbot serve`'s check)."""
+    make_client(settings, sample_index)  # migrates the database
+    app = create_app(settings)
+    with TestClient(app, base_url="http://192.168.1.10:8000") as lan:
+        refused = lan.post("/v1/conversations/demo/messages", json=ask())
+        assert refused.status_code == 401
+        assert refused.json()["detail"].startswith(
+            "this request came in on 192.168.1.10: without SUPPORTBOT_API__KEYS"
+        )
+        assert lan.get("/v1/conversations/demo").status_code == 401
+        assert stored(settings) == []
+    with TestClient(app, base_url="http://[::1]:8000") as local:
+        assert local.post("/v1/conversations/demo/messages", json=ask()).status_code == 200

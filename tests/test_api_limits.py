@@ -8,14 +8,22 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import create_engine, select
 
 from app.db.engine import sync_url
 from app.db.models import Feedback, Message
-from app.settings import Settings
+from app.settings import ApiKey, Settings
 from tests.conftest import make_client
+from tests.test_api import metric
+from tests.test_api_proxy import another_peer
 
 QUESTION = "How do I create an invoice?"
+SHOP_KEY = "shop-key-0123456789abcdef"
+MALL_KEY = "mall-key-0123456789abcdef"
+SHOP = {"authorization": f"Bearer {SHOP_KEY}"}
+MALL = {"authorization": f"Bearer {MALL_KEY}"}
+ALICE = {"authorization": "Bearer alice-token"}
 
 
 def ask(text: str = QUESTION, author: str = "Ann") -> dict[str, str]:
@@ -181,15 +189,21 @@ def test_the_schema_documents_every_error_as_an_error_out(client: TestClient) ->
 @pytest.fixture
 def limited(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
     settings.api.conversation_rate = "2/minute"
-    settings.api.author_rate = "3/minute"
+    settings.api.caller_rate = "3/minute"
+    settings.api.keys = {
+        "shop": ApiKey(key=SecretStr(SHOP_KEY), prefix="api:shop:"),
+        "mall": ApiKey(key=SecretStr(MALL_KEY), prefix="api:mall:"),
+    }
+    settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
     with make_client(settings, sample_index) as client:
         yield client
 
 
 def test_a_conversation_gets_its_rate_then_a_429(limited: TestClient, settings: Settings) -> None:
-    assert limited.post("/v1/conversations/a/messages", json=ask()).status_code == 200
-    assert limited.post("/v1/conversations/a/messages", json=ask(author="Bob")).status_code == 200
-    third = limited.post("/v1/conversations/a/messages/stream", json=ask(author="Cy"))
+    path = "/v1/conversations/api:shop:a/messages"
+    assert limited.post(path, json=ask(), headers=SHOP).status_code == 200
+    assert limited.post(path, json=ask(author="Bob"), headers=SHOP).status_code == 200
+    third = limited.post(path + "/stream", json=ask(author="Cy"), headers=SHOP)
     assert third.status_code == 429
     assert 1 <= int(third.headers["retry-after"]) <= 60
     assert third.json() == {
@@ -199,15 +213,94 @@ def test_a_conversation_gets_its_rate_then_a_429(limited: TestClient, settings: 
     assert len(user_messages(settings)) == 2  # the refused turn stored nothing
 
 
-def test_an_author_gets_its_rate_across_conversations(limited: TestClient) -> None:
-    for key in ("a", "b", "c"):
-        assert limited.post(f"/v1/conversations/{key}/messages", json=ask()).status_code == 200
-    refused = limited.post("/v1/conversations/d/messages", json=ask())
-    assert refused.status_code == 429 and "this author" in refused.json()["detail"]
-    assert limited.post("/v1/conversations/d/messages", json=ask(author="Bob")).status_code == 200
+def test_a_caller_gets_its_rate_whatever_author_it_names(
+    limited: TestClient, settings: Settings
+) -> None:
+    """One API key naming a new author in each turn is still one caller."""
+    for n, key in enumerate(("a", "b", "c")):
+        posted = limited.post(
+            f"/v1/conversations/api:shop:{key}/messages", json=ask(author=f"A{n}"), headers=SHOP
+        )
+        assert posted.status_code == 200
+    refusals = metric(limited, "supportbot_rate_limited_total", scope="caller")
+    refused = limited.post(
+        "/v1/conversations/api:shop:d/messages", json=ask(author="Newcomer"), headers=SHOP
+    )
+    assert refused.status_code == 429 and "this caller" in refused.json()["detail"]
+    assert int(refused.headers["retry-after"]) >= 1
+    assert len(user_messages(settings)) == 3
+    # Another credential has a window of its own.
+    other = limited.post("/v1/conversations/api:mall:a/messages", json=ask(), headers=MALL)
+    assert other.status_code == 200
+    staff = limited.post("/v1/conversations/widget:alice:1/messages", json=ask(), headers=ALICE)
+    assert staff.status_code == 200
+    assert metric(limited, "supportbot_rate_limited_total", scope="caller") == refusals + 1
+
+
+def test_staff_are_counted_by_their_credential(limited: TestClient, settings: Settings) -> None:
+    for n in range(3):
+        posted = limited.post(
+            f"/v1/conversations/widget:alice:{n}/messages", json=ask(author=f"A{n}"), headers=ALICE
+        )
+        assert posted.status_code == 200
+    refused = limited.post(
+        "/v1/conversations/widget:alice:9/messages", json=ask(author="x"), headers=ALICE
+    )
+    assert refused.status_code == 429
+    assert len(user_messages(settings)) == 3
+
+
+def test_anonymous_callers_are_counted_by_their_address(
+    settings: Settings, sample_index: Path
+) -> None:
+    settings.api.caller_rate = "2/minute"
+    with make_client(settings, sample_index) as client:
+        for n in range(2):
+            posted = client.post(f"/v1/conversations/c{n}/messages", json=ask(author=f"A{n}"))
+            assert posted.status_code == 200
+        refused = client.post("/v1/conversations/c9/messages", json=ask(author="Zed"))
+        assert refused.status_code == 429 and "this caller" in refused.json()["detail"]
+        assert len(user_messages(settings)) == 2
+        # The same app, another client address: a window of its own.
+        elsewhere = another_peer(client, "192.0.2.7")
+        assert elsewhere.post("/v1/conversations/c9/messages", json=ask()).status_code == 200
+
+
+def test_a_callers_token_budget_is_spent_then_a_429(settings: Settings, sample_index: Path) -> None:
+    settings.api.caller_token_budget = "500/hour"
+    with make_client(settings, sample_index) as client:
+        refusals = metric(client, "supportbot_rate_limited_total", scope="tokens")
+        counted = metric(client, "supportbot_caller_tokens_total", kind="anonymous")
+        first = client.post("/v1/conversations/a/messages", json=ask())
+        assert first.status_code == 200
+        spent = first.json()["usage"]["input_tokens"] + first.json()["usage"]["output_tokens"]
+        assert spent > 500  # one offline turn spends the whole budget
+        for path in ("/v1/conversations/b/messages", "/v1/conversations/b/messages/stream"):
+            refused = client.post(path, json=ask(author="Someone else"))
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["detail"].startswith(
+                "this caller's model token budget is spent (500 per 1 hour); retry in"
+            )
+            assert 1 <= int(refused.headers["retry-after"]) <= 3600
+        assert len(user_messages(settings)) == 1
+        assert metric(client, "supportbot_rate_limited_total", scope="tokens") == refusals + 2
+        assert metric(client, "supportbot_caller_tokens_total", kind="anonymous") == counted + spent
+
+
+def test_a_streamed_turn_spends_the_budget_too(settings: Settings, sample_index: Path) -> None:
+    settings.api.caller_token_budget = "500/hour"
+    with make_client(settings, sample_index) as client:
+        with client.stream("POST", "/v1/conversations/a/messages/stream", json=ask()) as stream:
+            assert stream.status_code == 200
+            assert "event: done" in "".join(stream.iter_text())
+        assert client.post("/v1/conversations/b/messages", json=ask()).status_code == 429
 
 
 def test_refused_input_counts_against_no_rate(limited: TestClient) -> None:
     for _ in range(4):
-        assert limited.post("/v1/conversations/a/messages", json=ask("")).status_code == 422
-    assert limited.post("/v1/conversations/a/messages", json=ask()).status_code == 200
+        refused = limited.post("/v1/conversations/api:shop:a/messages", json=ask(""), headers=SHOP)
+        assert refused.status_code == 422
+    assert (
+        limited.post("/v1/conversations/api:shop:a/messages", json=ask(), headers=SHOP).status_code
+        == 200
+    )

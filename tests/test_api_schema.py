@@ -1,11 +1,12 @@
 """Schemathesis against the app's own OpenAPI schema, in process (ASGI, no network): as an
-anonymous client and as a staff member, no 5xx and every response as documented.
+anonymous client, a staff member (by token, and by the SSO proxy's header) and a backend
+(by API key), no 5xx and every response as documented.
 
 A bounded run for CI; `SUPPORTBOT_SCHEMA_EXAMPLES=30 pytest -s tests/test_api_schema.py` is
 the longer run behind the README's figures (it prints the cases run per caller)."""
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +17,20 @@ from pydantic import SecretStr
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.python import asgi
 from schemathesis.specs.openapi.checks import positive_data_acceptance
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.main import create_app
 from app.db import migrate
-from app.settings import DbSettings, KnowledgeSettings, Settings
+from app.settings import ApiKey, DbSettings, KnowledgeSettings, Settings, WidgetSettings
 
 STAFF_TOKEN = "schema-staff-token"
+SHOP_KEY = "schema-shop-key-0123456789"
+PROXY = "10.0.0.2"
+PROXY_HEADER = "X-Forwarded-User"
 EXAMPLES = int(os.environ.get("SUPPORTBOT_SCHEMA_EXAMPLES", "6"))  # per operation and mode
 
 
-@pytest.fixture(scope="module")
-def api_schema(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Iterator[Any]:
-    folder = tmp_path_factory.mktemp("schema")
+def schema_of(folder: Path, sample_index: Path, configure: Callable[[Settings], None]) -> Any:
     app_settings = Settings(
         db=DbSettings(url=f"sqlite:///{folder / 'supportbot.db'}"),
         knowledge=KnowledgeSettings(qdrant_path=sample_index),
@@ -36,10 +39,42 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> 
     app_settings.widget.staff_tokens = {"alice": SecretStr(STAFF_TOKEN)}
     app_settings.admin_token = SecretStr("schema-admin-token")
     # Generated cases share a few keys: the rate limits are not what is tested here.
-    app_settings.api.conversation_rate = app_settings.api.author_rate = "100000/minute"
+    app_settings.api.conversation_rate = app_settings.api.caller_rate = "100000/minute"
+    app_settings.api.caller_token_budget = "1000000000/day"
+    configure(app_settings)
     migrate.upgrade(app_settings.db.url)
-    yield schemathesis.openapi.from_asgi("/openapi.json", create_app(app_settings))
-    asgi.shutdown_lifespans()  # closes the app's runtime
+    return schemathesis.openapi.from_asgi("/openapi.json", from_the_proxy(create_app(app_settings)))
+
+
+def from_the_proxy(app: ASGIApp) -> ASGIApp:
+    """Every connection as if from the SSO proxy's address (the test client has none)."""
+
+    async def connected(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = {**scope, "client": (PROXY, 40000)}
+        await app(scope, receive, send)
+
+    return connected
+
+
+@pytest.fixture(scope="module")
+def open_api(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Iterator[Any]:
+    """No API keys: anonymous clients and staff."""
+    yield schema_of(tmp_path_factory.mktemp("open"), sample_index, lambda _: None)
+    asgi.shutdown_lifespans()  # closes the apps' runtimes
+
+
+def with_keys_and_the_proxy(app_settings: Settings) -> None:
+    app_settings.api.keys = {"shop": ApiKey(key=SecretStr(SHOP_KEY), prefix="api:shop:")}
+    app_settings.widget.trusted_user_header = PROXY_HEADER
+    app_settings.widget.trusted_proxies = WidgetSettings(trusted_proxies=[PROXY]).trusted_proxies
+
+
+@pytest.fixture(scope="module")
+def keyed_api(tmp_path_factory: pytest.TempPathFactory, sample_index: Path) -> Iterator[Any]:
+    """API keys and the SSO proxy's header: a backend, and staff signed in by the proxy."""
+    yield schema_of(tmp_path_factory.mktemp("keyed"), sample_index, with_keys_and_the_proxy)
+    asgi.shutdown_lifespans()
 
 
 def strategies(operation: Any, known_key: str) -> list[Any]:
@@ -57,7 +92,8 @@ def strategies(operation: Any, known_key: str) -> list[Any]:
 def run_every_operation(schema: Any, headers: dict[str, str], known_key: str) -> dict[str, int]:
     """Cases run per operation; raises on the first failure."""
     with asgi.get_client(schema.app) as client:
-        turn = {"audience": "staff" if headers else "client", "author": "a", "text": "Invoices?"}
+        audience = "staff" if known_key.startswith("widget:") else "client"
+        turn = {"audience": audience, "author": "a", "text": "Invoices?"}
         posted = client.post(f"/v1/conversations/{known_key}/messages", json=turn, headers=headers)
         assert posted.status_code == 200, posted.text
     ran: dict[str, int] = {}
@@ -79,15 +115,22 @@ def run_every_operation(schema: Any, headers: dict[str, str], known_key: str) ->
 
 
 @pytest.mark.parametrize(
-    ("headers", "known_key"),
-    [({}, "api:demo"), ({"authorization": f"Bearer {STAFF_TOKEN}"}, "widget:alice:1")],
-    ids=["anonymous", "staff"],
+    ("api", "headers", "known_key"),
+    [
+        ("open_api", {}, "api:demo"),
+        ("open_api", {"authorization": f"Bearer {STAFF_TOKEN}"}, "widget:alice:1"),
+        ("keyed_api", {"authorization": f"Bearer {SHOP_KEY}"}, "api:shop:demo"),
+        ("keyed_api", {PROXY_HEADER: "Bob Smith"}, "widget:bob+20smith:1"),
+    ],
+    ids=["anonymous", "staff", "api-key", "sso-proxy"],
 )
 def test_the_api_answers_as_its_schema_says(
-    api_schema: Any, headers: dict[str, str], known_key: str
+    request: pytest.FixtureRequest, api: str, headers: dict[str, str], known_key: str
 ) -> None:
+    api_schema = request.getfixturevalue(api)
     ran = run_every_operation(api_schema, headers, known_key)
-    print(f"\n{sum(ran.values())} cases as {'staff' if headers else 'anonymous'}: {ran}")
+    caller = request.node.callspec.id
+    print(f"\n{sum(ran.values())} cases as {caller}, 0 failures: {ran}")
     assert set(ran) >= {
         "POST /v1/conversations/{key}/messages",
         "GET /v1/conversations/{key}",

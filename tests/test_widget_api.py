@@ -10,10 +10,12 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import create_engine, select
 
+from app.api.main import create_app
 from app.bench.scripted_llm import Reply, ScriptedLLM
+from app.db import migrate
 from app.db.engine import sync_url
 from app.db.models import Feedback
-from app.settings import ApiKey, KnowledgeSettings, LLMSettings, Settings
+from app.settings import ApiKey, KnowledgeSettings, LLMSettings, Settings, WidgetSettings
 from tests.conftest import make_client
 
 STAFF = {"authorization": "Bearer alice-token"}
@@ -121,10 +123,18 @@ def test_a_refusal_found_when_the_turn_starts_is_a_422_on_the_stream_too(
     assert "belongs to the staff audience" in response.json()["detail"]
 
 
+def behind_the_proxy(settings: Settings, sample_index: Path) -> TestClient:
+    """The app as the SSO proxy on this machine reaches it."""
+    settings.widget.trusted_user_header = "X-Forwarded-User"
+    settings.widget.trusted_proxies = WidgetSettings(trusted_proxies=["127.0.0.1"]).trusted_proxies
+    settings.knowledge.qdrant_path = sample_index
+    migrate.upgrade(settings.db.url)
+    return TestClient(create_app(settings), client=("127.0.0.1", 40000))
+
+
 def test_staff_sign_in_by_token_or_trusted_header(settings: Settings, sample_index: Path) -> None:
     settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
-    settings.widget.trusted_user_header = "X-Forwarded-User"
-    with make_client(settings, sample_index) as client:
+    with behind_the_proxy(settings, sample_index) as client:
         examples = settings.widget.example_questions
         me = client.get("/v1/widget/me", headers=STAFF).json()
         assert me == {
@@ -139,11 +149,10 @@ def test_staff_sign_in_by_token_or_trusted_header(settings: Settings, sample_ind
 def test_a_staff_name_with_a_space_chats_under_an_encoded_key(
     settings: Settings, sample_index: Path
 ) -> None:
-    settings.widget.trusted_user_header = "X-Forwarded-User"
     proxy = {"X-Forwarded-User": "Bob Smith"}
-    with make_client(settings, sample_index) as client:
+    with behind_the_proxy(settings, sample_index) as client:
         prefix = client.get("/v1/widget/me", headers=proxy).json()["conversation_prefix"]
-        assert prefix == "widget:Bob+20Smith:"
+        assert prefix == "widget:bob+20smith:"
         answered = client.post(
             f"/v1/conversations/{prefix}1/messages", json=ask("hi"), headers=proxy
         )
@@ -366,3 +375,30 @@ def test_the_history_shows_each_answers_latest_rating(staff_client: TestClient) 
         {"rating": "down", "comment": "no due date"},
         None,
     ]
+
+
+@pytest.mark.parametrize(
+    "path", ["/widget", "/widget/static/index.html", "/widget/static/queue.html"]
+)
+def test_every_widget_page_has_its_policy_and_no_other_site_frames_it(
+    staff_client: TestClient, path: str
+) -> None:
+    page = staff_client.get(path)
+    assert page.status_code == 200
+    policy = page.headers["content-security-policy"]
+    assert policy.startswith("default-src 'self'; ") and policy.endswith("; frame-ancestors 'none'")
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+def test_the_pages_that_embed_the_widget_may_frame_it(
+    settings: Settings, sample_index: Path
+) -> None:
+    settings.widget.frame_ancestors = ["https://crm.example.com", "https://*.example.org"]
+    with make_client(settings, sample_index) as client:
+        page = client.get("/widget")
+    assert page.headers["content-security-policy"].endswith(
+        "; frame-ancestors https://crm.example.com https://*.example.org"
+    )
+    assert "x-frame-options" not in page.headers
+    with pytest.raises(ValidationError, match="is not an origin"):
+        WidgetSettings(frame_ancestors=["https://crm.example.com; script-src *"])

@@ -92,4 +92,6 @@ def ingest_knowledge(
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT, "not a usable path"
         ) from unusable
-    return IngestOut.model_validate(kb.ingest(path, request.collection).as_dict())
+    real_roots = [root.resolve() for root in roots]
+    report = kb.ingest(path, request.collection, confined_to=real_roots)
+    return IngestOut.model_validate(report.as_dict())

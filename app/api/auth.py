@@ -1,22 +1,26 @@
 """Who is calling, and which conversations they may read and write.
 
 Callers: staff (a token from SUPPORTBOT_WIDGET__STAFF_TOKENS, or the SSO proxy's trusted
-header), a backend (an API key from SUPPORTBOT_API__KEYS, limited to its key prefix), or,
-only while no API key is configured, an anonymous client. The channel a turn is stored
-with comes from the credential: staff write through the widget, everyone else through the
-API. `telegram:` conversations are written by the bot alone and `widget:` ones by their
-staff member alone, so nobody can post into a chat, or claim its key first, by guessing it.
+header, believed only from SUPPORTBOT_WIDGET__TRUSTED_PROXIES), a backend (an API key from
+SUPPORTBOT_API__KEYS, limited to its key prefix), or, only while no API key is configured,
+an anonymous client. The channel a turn is stored with comes from the credential: staff
+write through the widget, everyone else through the API. `telegram:` conversations are
+written by the bot alone and `widget:` ones by their staff member alone, so nobody can post
+into a chat, or claim its key first, by guessing it.
 """
 
+import ipaddress
+import logging
 import secrets
 from dataclasses import dataclass
 from typing import Annotated, Literal
-from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request, status
 
 from app.api.deps import SettingsDep
-from app.settings import RESERVED_KEY_PREFIXES
+from app.settings import RESERVED_KEY_PREFIXES, WidgetSettings, staff_name, widget_key_prefix
+
+log = logging.getLogger(__name__)
 
 CallerKind = Literal["staff", "backend", "anonymous"]
 
@@ -26,6 +30,13 @@ class Caller:
     kind: CallerKind
     name: str | None = None
     key_prefix: str = ""  # a backend's conversation keys start with it
+    address: str | None = None  # an anonymous caller's client address
+
+    @property
+    def rate_key(self) -> str:
+        """Whom the rate limits and the token budget count: the credential, or an
+        anonymous caller's address; never a name the request body gives."""
+        return f"{self.kind}:{self.name if self.kind != 'anonymous' else self.address}"
 
     @property
     def is_staff(self) -> bool:
@@ -33,9 +44,8 @@ class Caller:
 
     @property
     def widget_prefix(self) -> str:
-        """The start of this staff member's widget conversation keys. A name may hold what a
-        key may not ("Bob Smith" from an SSO proxy): it is percent-encoded, with `+` for `%`."""
-        return "widget:" + quote(self.name or "", safe="._@-").replace("%", "+") + ":"
+        """The start of this staff member's widget conversation keys."""
+        return widget_key_prefix(self.name or "")
 
     @property
     def channel(self) -> str:
@@ -65,8 +75,6 @@ class Caller:
         return self.may_read(key)
 
 
-ANONYMOUS = Caller(kind="anonymous")
-
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
@@ -79,14 +87,72 @@ def _matching(token: str, secrets_by_name: dict[str, str]) -> str | None:
     return found
 
 
+def _proxy_user(request: Request, widget: WidgetSettings) -> str | None:
+    """The staff member the SSO proxy signs in: the trusted header, only from a trusted
+    proxy (from any other peer it is ignored and logged), once, and a valid name."""
+    header = widget.trusted_user_header
+    values = request.headers.getlist(header) if header else []
+    if not header or not values:
+        return None
+    peer = request.client.host if request.client else None
+    if not widget.trusts(peer):
+        log.warning(
+            "ignored the %s header from %s, which is not in SUPPORTBOT_WIDGET__TRUSTED_PROXIES",
+            header,
+            peer,
+        )
+        return None
+    if len(values) > 1:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, f"the {header} header came {len(values)} times", CHALLENGE
+        )
+    try:  # Starlette reads header bytes as Latin-1; a proxy sends a name in UTF-8
+        return staff_name(values[0].encode("latin-1").decode("utf-8"))
+    except ValueError as refused:  # UnicodeDecodeError included
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            f"the {header} header is no staff name: {refused}",
+            CHALLENGE,
+        ) from refused
+
+
+def client_address(request: Request, widget: WidgetSettings) -> str | None:
+    """The client's address: the peer's, or, from a trusted proxy, the last address it
+    added to X-Forwarded-For (those before it are the client's word)."""
+    peer = request.client.host if request.client else None
+    forwarded = request.headers.getlist("x-forwarded-for")
+    if forwarded and widget.trusts(peer):
+        return forwarded[-1].rsplit(",", 1)[-1].strip() or peer
+    return peer
+
+
+def _beyond_loopback(request: Request) -> str | None:
+    """Why an anonymous caller is refused on the address this request came in on: the one
+    the server really listens on (`uvicorn --host 0.0.0.0` reaches the app whatever
+    SUPPORTBOT_API__HOST says). None on loopback, a Unix socket, or a test transport."""
+    server = request.scope.get("server")
+    try:
+        address = ipaddress.ip_address(str(server[0])) if server else None
+    except ValueError:  # not an IP address: no socket of the network
+        return None
+    if address is None or address.is_loopback:
+        return None
+    return (
+        f"this request came in on {address}: without SUPPORTBOT_API__KEYS the API answers "
+        "anonymous callers only on a loopback address"
+    )
+
+
 def get_caller(request: Request, settings: SettingsDep) -> Caller:
     widget, api = settings.widget, settings.api
-    if widget.trusted_user_header and (user := request.headers.get(widget.trusted_user_header)):
+    if user := _proxy_user(request, widget):
         return Caller(kind="staff", name=user)
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if not token:
         if api.anonymous_allowed:
-            return ANONYMOUS
+            if refused := _beyond_loopback(request):
+                raise HTTPException(status.HTTP_401_UNAUTHORIZED, refused, CHALLENGE)
+            return Caller(kind="anonymous", address=client_address(request, widget))
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "an API key or staff credentials are required", CHALLENGE
         )

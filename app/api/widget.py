@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.auth import StaffDep
 from app.api.deps import ChatServiceDep, SettingsDep
@@ -20,12 +21,42 @@ PAGE_POLICY = (
     "form-action 'self'"
 )
 
+
+class WidgetPagePolicy:
+    """The content security policy on every response under /widget (the page, the queue,
+    their static files): and framed only by the pages that embed the widget
+    (SUPPORTBOT_WIDGET__FRAME_ANCESTORS), by none when there are none, so no other site
+    can show a staff member's widget under its own buttons."""
+
+    def __init__(self, app: ASGIApp, frame_ancestors: list[str]) -> None:
+        self.app = app
+        ancestors = " ".join(frame_ancestors) or "'none'"
+        self.headers = [
+            (b"content-security-policy", f"{PAGE_POLICY}; frame-ancestors {ancestors}".encode())
+        ]
+        if not frame_ancestors:  # for browsers that predate frame-ancestors
+            self.headers.append((b"x-frame-options", b"DENY"))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not (path == "/widget" or path.startswith("/widget/")):
+            await self.app(scope, receive, send)
+            return
+
+        async def with_policy(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
+            await send(message)
+
+        await self.app(scope, receive, with_policy)
+
+
 router = APIRouter(tags=["widget"])
 
 
 @router.get("/widget", include_in_schema=False)
 async def widget_page() -> FileResponse:
-    return FileResponse(WIDGET_DIR / "index.html", headers={"content-security-policy": PAGE_POLICY})
+    return FileResponse(WIDGET_DIR / "index.html")
 
 
 @router.get("/widget/embed.js", include_in_schema=False)

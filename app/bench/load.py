@@ -416,11 +416,12 @@ def _wait_until_up(base_url: str, child: subprocess.Popen[bytes], seconds: float
 
 def service_environment(database_url: str, index: Path) -> dict[str, str]:
     """Settings for the served app: this database, this knowledge index, no tracing, and
-    HTTP rate limits out of the way (the load is one author sending turns back to back)."""
+    HTTP rate limits out of the way (the load is one caller sending turns back to back)."""
     return {
         "SUPPORTBOT_DB__URL": database_url,
         "SUPPORTBOT_API__CONVERSATION_RATE": "1000/second",
-        "SUPPORTBOT_API__AUTHOR_RATE": "1000/second",
+        "SUPPORTBOT_API__CALLER_RATE": "1000/second",
+        "SUPPORTBOT_API__CALLER_TOKEN_BUDGET": "1000000000/day",
         "SUPPORTBOT_KNOWLEDGE__QDRANT_PATH": str(index),
         "SUPPORTBOT_KNOWLEDGE__QDRANT_URL": "",
         "SUPPORTBOT_LANGFUSE__ENABLED": "false",

@@ -230,6 +230,8 @@ async def conversations_starting_with(
     rows = await session.execute(
         select(Conversation.key, first_question, last_activity)
         .where(Conversation.key.startswith(key_prefix, autoescape=True))
+        # SQLite's LIKE ignores case: "widget:ALICE:" is not alice's on PostgreSQL either.
+        .where(func.substr(Conversation.key, 1, len(key_prefix)) == key_prefix)
         .where(first_question.is_not(None))
         .order_by(last_activity.desc(), Conversation.id.desc())
         .limit(limit)

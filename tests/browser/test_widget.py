@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from ipaddress import ip_network
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,7 @@ def test_behind_the_sso_proxy_there_is_nothing_to_sign_out_of(
     configured: Settings, serve: Callable[[], str], browser: Browser
 ) -> None:
     configured.widget.trusted_user_header = "X-Forwarded-User"
+    configured.widget.trusted_proxies = [ip_network("127.0.0.1/32")]  # the browser is the proxy
     page = browser.new_page(viewport=DESKTOP)
     page.set_extra_http_headers({"X-Forwarded-User": "bob"})  # what the proxy adds
     page.goto(f"{serve()}/widget")
@@ -386,7 +388,11 @@ def test_readable_on_a_phone(server: str, browser: Browser, shots: Path) -> None
     page.screenshot(path=shots / "phone-chats.png")
 
 
-def test_the_embed_script_opens_the_widget_in_a_side_panel(server: str, browser: Browser) -> None:
+def test_the_embed_script_opens_the_widget_in_a_side_panel(
+    configured: Settings, serve: Callable[[], str], browser: Browser
+) -> None:
+    configured.widget.frame_ancestors = ["http://127.0.0.1:*"]  # the page below embeds it
+    server = serve()
     page = browser.new_page(viewport=DESKTOP)
     page.goto(f"{server}/widget")
     page.evaluate("token => localStorage.setItem('supportbot.token', token)", TOKEN)

@@ -6,7 +6,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.agent.expert import ask_expert_tool
-from app.agent.expert.fetch import FetchRefused, PageFetcher
+from app.agent.expert.fetch import FetchRefused, PageFetcher, is_public, parse_address
 from app.agent.expert.search import SearchResult, SearxngBackend, TavilyBackend, search_backend
 from app.settings import ExpertSettings, Settings
 from tests.expert.conftest import DRIP_CHUNKS, TLS_HOST, FakeWeb
@@ -55,6 +55,15 @@ def pinned_fetcher(
         "http://10.0.0.8/page",
         "http://169.254.169.254/latest/meta-data/",  # cloud metadata
         "http://[::ffff:192.168.1.1]/page",
+        "http://[64:ff9b::10.0.0.1]/page",  # NAT64 to a private address
+        "http://[64:ff9b::7f00:1]/page",  # NAT64 to loopback
+        "http://[64:ff9b:1::8.8.8.8]/page",  # NAT64 for local use
+        "http://[2002:a9fe:a9fe::1]/page",  # 6to4 of 169.254.169.254
+        "http://[2002:c0a8:101::]/page",  # 6to4 of 192.168.1.1
+        "http://[::ffff:0:10.0.0.1]/page",  # SIIT
+        "http://[::10.0.0.1]/page",  # IPv4-compatible
+        "http://[::8.8.8.8]/page",  # IPv4-compatible, deprecated whatever it carries
+        "http://[fec0::1]/page",  # site-local
     ],
 )
 async def test_private_and_loopback_addresses_are_refused(url: str) -> None:
@@ -232,3 +241,26 @@ def test_ask_expert_is_offered_only_with_a_search_backend(
     assert ask_expert_tool(settings) is None
     offered = ask_expert_tool(settings_with_expert)
     assert offered is not None and offered.name == "ask_expert"
+
+
+async def test_a_name_resolving_to_a_translated_private_address_is_refused() -> None:
+    resolver = FakeResolver(**{"sneaky.example": [["93.184.216.34", "64:ff9b::a9fe:a9fe"]]})
+    with pytest.raises(FetchRefused, match="non-public address"):
+        await pinned_fetcher(resolver).fetch("http://sneaky.example/page")
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("64:ff9b::8.8.8.8", True),  # NAT64 to a public address: how IPv6-only hosts reach it
+        ("2002:808:808::1", True),  # 6to4 of 8.8.8.8
+        ("2606:4700::1111", True),
+        ("64:ff9b::192.168.0.1", False),
+        ("::ffff:0:127.0.0.1", False),
+        ("fec0::1", False),
+    ],
+)
+def test_a_translated_address_is_judged_by_the_ipv4_address_it_reaches(
+    address: str, public: bool
+) -> None:
+    assert is_public(parse_address(address)) is public

@@ -54,6 +54,7 @@ def handoff_settings(settings: Settings, bot_api: FakeBotApi) -> Settings:
         token=TOKEN, api_base_url=f"{bot_api.url}/bot", file_base_url=f"{bot_api.url}/file/bot"
     )
     settings.handoff.staff_telegram_chat_id = STAFF_CHAT["id"]
+    settings.handoff.staff_telegram_users = {ALICE["id"]: "alice"}
     settings.widget.staff_tokens = {
         "alice": SecretStr("alice-staff-token"),
         "bob": SecretStr("bob-staff-token"),
@@ -389,3 +390,30 @@ async def test_a_staff_reply_the_rate_limiter_would_hold_for_minutes_gives_up_at
 
     assert len(in_chat(bot_api, GROUP)) == 1  # the takeover notice only
     assert await stored_staff_messages(service) == ["Hi Ann, Alice here."]
+
+
+async def test_a_claim_from_telegram_is_by_user_id_never_by_name(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    api: TestClient,
+) -> None:
+    impostor = user(66, "alice")  # named like a staff member, no username, not staff
+    admin = user(31, "Carol") | {"username": "alice"}  # a staff-chat admin not listed
+    bot_api.chat_members[(STAFF_CHAT["id"], admin["id"])] = "administrator"
+    async with polling_bot(handoff_settings, service, sessions):
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot can I talk to a human?"))
+        await bot_api.wait_for_messages(2)  # the notice in the group, the card for staff
+        card = next(m for m in bot_api.bot_messages if m["chat"]["id"] == STAFF_CHAT["id"])
+        (handoff,) = (await call(api, "get", "/v1/handoffs", headers=STAFF)).json()
+
+        refused = await bot_api.wait_for_answered_callback(bot_api.click(impostor, card, "Claim"))
+        assert refused["text"] == "Only staff members claim handoffs."
+        still = (await call(api, "get", f"/v1/handoffs/{handoff['id']}", headers=STAFF)).json()
+        assert (still["status"], still["claimed_by"]) == ("open", None)
+
+        taken = await bot_api.wait_for_answered_callback(bot_api.click(admin, card, "Claim"))
+        assert "is yours" in taken["text"]
+        claimed = (await call(api, "get", f"/v1/handoffs/{handoff['id']}", headers=STAFF)).json()
+        assert (claimed["status"], claimed["claimed_by"]) == ("claimed", "telegram:31")

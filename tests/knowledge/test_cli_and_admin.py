@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,9 @@ class _RecordingBase:
     def __init__(self) -> None:
         self.calls: list[tuple[Path, str | None]] = []
 
-    def ingest(self, path: Path, collection: str | None = None) -> IngestReport:
+    def ingest(
+        self, path: Path, collection: str | None = None, confined_to: Sequence[Path] = ()
+    ) -> IngestReport:
         self.calls.append((path, collection))
         return IngestReport(collection=collection or "kb", documents_added=2)
 

@@ -2,6 +2,8 @@
 endpoint): no `..`, no empty path, no symlink out, no server path in the answer."""
 
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,8 @@ from app.api import admin
 from app.api.deps import get_app_settings
 from app.api.errors import install_error_handlers
 from app.settings import Settings
-from knowledge.roots import NotFound, OutsideRoots, resolve_ingest_path
-from knowledge.store import IngestReport
+from knowledge.roots import NotFound, OutsideRoots, read_confined, resolve_ingest_path
+from knowledge.store import IngestReport, KnowledgeBase
 
 ADMIN = {"Authorization": "Bearer s3cret"}
 
@@ -71,12 +73,15 @@ class _RecordingBase:
     def __init__(self) -> None:
         self.calls: list[tuple[Path, str | None]] = []
 
-    def ingest(self, path: Path, collection: str | None = None) -> IngestReport:
+    def ingest(
+        self, path: Path, collection: str | None = None, confined_to: Sequence[Path] = ()
+    ) -> IngestReport:
+        assert confined_to  # the endpoint always reads through the checked descriptor
         self.calls.append((path, collection))
         return IngestReport(collection=collection or "kb", documents_added=1)
 
 
-def _client(roots: list[Path], recorder: _RecordingBase) -> TestClient:
+def _client(roots: list[Path], recorder: _RecordingBase | KnowledgeBase) -> TestClient:
     api = FastAPI()
     api.include_router(admin.router)
     install_error_handlers(api)
@@ -127,3 +132,41 @@ def test_by_default_only_the_sample_knowledge_base_may_be_ingested(tmp_path: Pat
     assert elsewhere.status_code == 403
     assert client.post("/v1/admin/kb/ingest", json={"path": "."}, headers=ADMIN).status_code == 200
     assert recorder.calls == [(sample.resolve(), None)]
+
+
+def test_a_hard_link_out_of_the_root_is_not_ingested(root: Path, tmp_path: Path) -> None:
+    os.link(root.parent / "secret.md", root / "en" / "passwd.md")  # no symlink to spot
+    assert resolve_ingest_path(str(root), [root]) == root.resolve()  # the folder passes
+    settings = Settings(_env_file=None)
+    knowledge = KnowledgeBase.from_settings(
+        settings.knowledge.model_copy(update={"qdrant_path": tmp_path / "index"})
+    )
+    try:
+        client = _client([root], knowledge)
+        response = client.post("/v1/admin/kb/ingest", json={"path": str(root)}, headers=ADMIN)
+        assert response.status_code == 200, response.text
+        report = response.json()
+        assert report["errors"] == {
+            "en/passwd.md": "refused: a hard link: its other name may lie outside the ingest roots"
+        }
+        assert report["documents_added"] == 1  # invoice.md alone
+        passages = knowledge.search("database password", 5)
+        assert all("password" not in passage.text for passage in passages)
+    finally:
+        knowledge.close()
+
+
+def test_a_file_is_checked_after_it_is_opened(root: Path, tmp_path: Path) -> None:
+    roots = [root.resolve()]
+    assert read_confined(root / "en" / "invoice.md", roots).startswith(b"# Invoices")
+    # A folder swapped for a link out after the path was checked: the opened file is outside.
+    (root / "en").rename(root / "checked")
+    (root / "en").symlink_to(tmp_path)
+    with pytest.raises(OutsideRoots, match="outside the ingest roots"):
+        read_confined(root / "en" / "secret.md", roots)
+    with pytest.raises(OSError):  # the last name a symlink: not followed at all
+        (root / "checked" / "link.md").symlink_to(root / "checked" / "invoice.md")
+        read_confined(root / "checked" / "link.md", roots)
+    os.mkfifo(root / "checked" / "pipe.md")
+    with pytest.raises(OutsideRoots, match="not a regular file"):
+        read_confined(root / "checked" / "pipe.md", roots)

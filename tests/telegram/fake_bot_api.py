@@ -391,7 +391,16 @@ class FakeBotApi:
     def _api_getChatMember(self, params: Json) -> Json:
         status = self.chat_members.get((params["chat_id"], params["user_id"]), "member")
         member: Json = {"status": status, "user": user(params["user_id"], "Someone")}
-        return member | {"is_anonymous": False} if status == "creator" else member
+        if status == "administrator":  # the rights the Bot API always lists for one
+            rights = [
+                *("manage_chat", "delete_messages", "manage_video_chats", "restrict_members"),
+                *("promote_members", "change_info", "invite_users", "post_stories"),
+                *("edit_stories", "delete_stories"),
+            ]
+            member |= {f"can_{right}": False for right in rights} | {"can_be_edited": False}
+        return (
+            member | {"is_anonymous": False} if status in ("creator", "administrator") else member
+        )
 
 
 @asynccontextmanager

@@ -1,6 +1,7 @@
 """Webhook mode: the HTTP app registers the webhook, checks Telegram's secret header and
 feeds the bot, here over the real runtime (sample knowledge base, offline model)."""
 
+import json
 from pathlib import Path
 
 import httpx
@@ -63,3 +64,39 @@ async def test_the_webhook_checks_the_secret_and_answers_each_update_once(
 def test_without_webhook_mode_the_route_is_not_there(client: TestClient) -> None:
     response = client.post(WEBHOOK, json={}, headers={"X-Telegram-Bot-Api-Secret-Token": "x"})
     assert response.status_code == 404
+
+
+async def test_a_body_that_is_no_update_is_a_400_and_reaches_no_one(
+    bot_api: FakeBotApi, bot_settings: Settings, sample_index: Path
+) -> None:
+    bot_settings.knowledge.qdrant_path = sample_index
+    bot_settings.telegram.mode = "webhook"
+    bot_settings.telegram.webhook_secret = SecretStr(SECRET)
+    migrate.upgrade(bot_settings.db.url, "heads")
+    ann = user(11, "Ann")
+    message = bot_api.message(chat(11), ann, "How do I create an invoice?")
+    app = create_app(bot_settings)
+    transport = httpx.ASGITransport(app=app)
+    right = {"X-Telegram-Bot-Api-Secret-Token": SECRET, "content-type": "application/json"}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://test") as client,
+    ):
+        for body in [
+            "[" * 100_000 + "]" * 100_000,  # deeper than the JSON parser goes
+            json.dumps({"update_id": "x", "message": message}),
+            json.dumps({"update_id": True, "message": message}),
+            json.dumps({"message": message}),
+            json.dumps([{"update_id": 3, "message": message}]),
+            json.dumps({"update_id": 4, "message": "hello"}),
+            "\xff",
+        ]:
+            refused = await client.post(WEBHOOK, content=body, headers=right)
+            assert (refused.status_code, refused.json()) == (
+                400,
+                {"detail": "not a Telegram update"},
+            )
+        valid = {"update_id": 5, "message": message}
+        assert (await client.post(WEBHOOK, json=valid, headers=right)).status_code == 200
+        await bot_api.wait_for_messages(1)
+    assert len(bot_api.sent()) == 1  # the valid update's answer alone

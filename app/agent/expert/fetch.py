@@ -45,6 +45,36 @@ def parse_address(text: str) -> Address:
     return address
 
 
+# IPv6 ranges refused whatever follows: IPv4-compatible (`::a.b.c.d`, deprecated), NAT64
+# for local use (RFC 8215), site-local (deprecated, still routed inside some networks).
+_NEVER_PUBLIC = tuple(
+    ipaddress.IPv6Network(network) for network in ("::/96", "64:ff9b:1::/48", "fec0::/10")
+)
+# IPv6 ranges that carry an IPv4 address in their last 32 bits: NAT64's well-known prefix,
+# SIIT's IPv4-translated addresses. (6to4, 2002::/16, carries it in bits 16-48.)
+_TRANSLATED = tuple(ipaddress.IPv6Network(n) for n in ("64:ff9b::/96", "::ffff:0:0:0/96"))
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a translated or 6to4 IPv6 address reaches; None for others."""
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if any(address in network for network in _TRANSLATED):
+        return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    return None
+
+
+def is_public(address: Address) -> bool:
+    """Whether `address` is on the public internet, judging a translated IPv6 address by
+    the IPv4 address it reaches (Python 3.11's `is_global` passes `64:ff9b::10.0.0.1`)."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if any(address in network for network in _NEVER_PUBLIC):
+            return False
+        if (reached := embedded_ipv4(address)) is not None:
+            return reached.is_global
+    return address.is_global
+
+
 def extract_page(url: str, body: str, content_type: str) -> Page:
     if content_type == "text/plain":
         return Page(url, url, body.strip())
@@ -141,7 +171,7 @@ class PageFetcher:
             raise FetchRefused(f"cannot resolve {url.host}: no addresses")
         if not self._allow_private:
             for address in addresses:
-                if not address.is_global and address not in self._exempt:
+                if not is_public(address) and address not in self._exempt:
                     raise FetchRefused(f"{url.host} resolves to a non-public address ({address})")
         return addresses
 
