@@ -19,7 +19,7 @@ from langgraph.types import Command
 from app.agent.memory.decisions import is_cleared
 from app.agent.memory.profiles import ResultPolicy
 from app.agent.tools import KNOWLEDGE_TOOL
-from knowledge.format import format_passages
+from knowledge.format import format_passages, one_line
 from knowledge.types import Passage
 
 ToolResult = ToolMessage | Command[Any]
@@ -57,7 +57,8 @@ def shaped_result(
     text = format_passages(query, fresh, budget) if fresh else f'Results for "{query}":'
     if seen:
         text += "\nShown in full in an earlier result above: " + "; ".join(
-            f"{p.title} — {p.heading or p.title} (source: {p.source})" for p in seen
+            f"{one_line(p.title)} — {one_line(p.heading or p.title)} (source: {one_line(p.source)})"
+            for p in seen
         )
     return result.model_copy(update={"content": text})
 
