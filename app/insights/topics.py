@@ -1,9 +1,11 @@
-"""Questions grouped by topic: spherical k-means over their e5 embeddings, the number of
-groups the one with the best mean silhouette (cosine distance), numpy only.
+"""Questions grouped by topic: average-linkage clustering of their e5 embeddings under
+cosine distance, numpy only, the tree cut where its merge distances jump most.
 
-k-means on unit vectors groups by cosine; the silhouette compares each question's
-distance to its own group with its distance to the nearest other group, so the chosen k is
-the one the data separates best, with no similarity threshold to tune per embedder."""
+Questions on one topic merge at small distances, different topics at larger ones; the
+largest jump between successive merges separates the two, so the cut comes from the data,
+not from a similarity threshold tuned per embedder. A question unlike any other stays a
+group of its own (a topic asked once is still a gap). Cost: O(n²) memory and O(n²) per
+merge step in numpy, about a second for a thousand questions."""
 
 from collections import Counter
 from dataclasses import dataclass
@@ -15,10 +17,6 @@ from knowledge.queries import topic_words
 
 Matrix = npt.NDArray[np.float32]
 
-MAX_GROUPS = 20
-RESTARTS = 3  # k-means runs per k; the tightest is kept
-ITERATIONS = 30
-SILHOUETTE_SAMPLE = 1500  # questions the silhouette is measured on, at most
 # Question wording, not topic, in the languages the service has wording for (English stop
 # words come with `topic_words`).
 QUESTION_WORDS = frozenset(
@@ -79,63 +77,61 @@ def unit(vectors: Matrix) -> Matrix:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def kmeans(vectors: Matrix, k: int, rng: np.random.Generator) -> tuple[npt.NDArray[np.intp], float]:
-    """Labels and total cosine to the centroids of one spherical k-means run (k-means++
-    seeding) over unit vectors."""
+def merges(vectors: Matrix) -> list[tuple[float, int, int]]:
+    """Average-linkage agglomeration under cosine distance: each merge's distance and the
+    two groups it joined (each named by one of its members), in order."""
     n = len(vectors)
-    centres = [vectors[rng.integers(n)]]
-    for _ in range(1, k):
-        distance = np.clip(1.0 - np.max(vectors @ np.array(centres).T, axis=1), 0.0, None)
-        total = distance.sum()
-        pick = rng.choice(n, p=distance / total) if total > 0 else rng.integers(n)
-        centres.append(vectors[pick])
-    centroids = np.array(centres)
-    labels = np.zeros(n, dtype=np.intp)
-    for _ in range(ITERATIONS):
-        new_labels = np.argmax(vectors @ centroids.T, axis=1)
-        for group in range(k):
-            members = vectors[new_labels == group]
-            if len(members):
-                centroids[group] = unit(members.sum(axis=0, keepdims=True))[0]
-        if np.array_equal(new_labels, labels):
-            break
-        labels = new_labels
-    similarity = float(np.sum(np.max(vectors @ centroids.T, axis=1)))
-    return labels, similarity
+    distance = (1.0 - vectors @ vectors.T).astype(np.float64)
+    np.fill_diagonal(distance, np.inf)
+    sizes = np.ones(n)
+    done = []
+    for _ in range(n - 1):
+        i, j = divmod(int(np.argmin(distance)), n)
+        done.append((float(distance[i, j]), i, j))
+        joined = (sizes[i] * distance[i] + sizes[j] * distance[j]) / (sizes[i] + sizes[j])
+        distance[i], distance[:, i] = joined, joined
+        distance[i, i] = np.inf
+        distance[j], distance[:, j] = np.inf, np.inf
+        sizes[i] += sizes[j]
+    return done
 
 
-def silhouette(vectors: Matrix, labels: npt.NDArray[np.intp]) -> float:
-    """Mean silhouette with cosine distance; a question alone in its group scores 0."""
-    distance = 1.0 - vectors @ vectors.T
-    scores = []
-    for i, label in enumerate(labels):
-        own = labels == label
-        if own.sum() <= 1:
-            scores.append(0.0)
-            continue
-        a = distance[i, own].sum() / (own.sum() - 1)
-        b = min(distance[i, labels == other].mean() for other in set(labels) if other != label)
-        scores.append((b - a) / max(a, b) if max(a, b) > 0 else 0.0)
-    return float(np.mean(scores))
+def cut_height(heights: list[float], typical: float) -> float:
+    """Where to cut the tree: in the largest jump between successive merge distances, among
+    merges closer than `typical` (the median distance of two questions: a merge beyond it
+    joins groups less alike than an average pair, never one topic)."""
+    below = [h for h in heights if h <= typical]
+    if len(below) < 2:
+        return below[0] if below else -1.0
+    jumps = [(below[k + 1] - below[k], k) for k in range(len(below) - 1)]
+    _, k = max(jumps)
+    return (below[k] + below[k + 1]) / 2
 
 
-def best_labels(vectors: Matrix, seed: int = 0) -> npt.NDArray[np.intp]:
-    """Each question's group, k chosen by silhouette from 2 to min(n - 1, MAX_GROUPS).
-    Fewer than three questions cannot be judged that way: each is its own group."""
+def best_labels(vectors: Matrix) -> npt.NDArray[np.intp]:
+    """Each question's group: the average-linkage tree cut at its largest jump below the
+    median pairwise distance. Fewer than three questions cannot be judged that way: each
+    is its own group."""
     n = len(vectors)
     if n < 3:
         return np.arange(n, dtype=np.intp)
-    rng = np.random.default_rng(seed)
-    sample = rng.choice(n, size=min(n, SILHOUETTE_SAMPLE), replace=False)
-    best: tuple[float, npt.NDArray[np.intp]] | None = None
-    for k in range(2, min(n - 1, MAX_GROUPS) + 1):
-        runs = [kmeans(vectors, k, rng) for _ in range(RESTARTS)]
-        labels = max(runs, key=lambda run: run[1])[0]
-        score = silhouette(vectors[sample], labels[sample])
-        if best is None or score > best[0]:
-            best = (score, labels)
-    assert best is not None
-    return best[1]
+    done = merges(vectors)
+    typical = float(np.median((1.0 - vectors @ vectors.T)[np.triu_indices(n, 1)]))
+    threshold = cut_height(sorted(h for h, _, _ in done), typical)
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for height, i, j in done:
+        if height <= threshold:
+            parent[root(j)] = root(i)
+    roots = [root(i) for i in range(n)]
+    numbering = {r: label for label, r in enumerate(dict.fromkeys(roots))}
+    return np.array([numbering[r] for r in roots], dtype=np.intp)
 
 
 def top_words(questions: list[str], count: int = 4) -> list[str]:

@@ -49,7 +49,9 @@ def seed(db_url: str, conversations: list[Seeded]) -> None:
                     outcome=item.outcome,
                 )
             )
-            rows = [("user", item.question, None)]
+            rows: list[tuple[str, str, list[dict[str, object]] | None]] = [
+                ("user", item.question, None)
+            ]
             if item.outcome in ("answered", "not_found"):
                 rows.append(("tool", "search results", list(item.pages)))
             rows.append(("assistant", "an answer", None))
@@ -118,9 +120,17 @@ def known_outcomes(prefix: str = "api:acme:") -> list[Seeded]:
         Seeded(f"{prefix}answered", "How do I create an invoice?", "answered", pages=(INVOICES,))
     ]
     for number, question in enumerate(BANK_SYNC):
-        found.append(Seeded(f"{prefix}bank-{number}", question, "not_found"))
+        found.append(Seeded(f"{prefix}bank-{number}", question, "not_found", days_ago=number + 1))
     for number, question in enumerate(MOBILE_APP):
-        found.append(Seeded(f"{prefix}mobile-{number}", question, "not_found", cost_usd=0.02))
+        found.append(
+            Seeded(
+                f"{prefix}mobile-{number}",
+                question,
+                "not_found",
+                days_ago=number + 2,
+                cost_usd=0.02,
+            )
+        )
     found += [
         Seeded(
             f"{prefix}person",
