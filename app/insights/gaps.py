@@ -233,7 +233,8 @@ class EmbeddingCache:
 
 class GapReporter:
     """Computes reports off the event loop and keeps each (period, tenant) one: the period's
-    end is rounded down to `granularity`, so the same `--since` within it is one report."""
+    end is rounded up to `granularity`, so the same `--since` within it is one report (a
+    turn ended since it was computed shows from the next one)."""
 
     def __init__(
         self,
@@ -251,7 +252,7 @@ class GapReporter:
 
     def period(self, length: timedelta, now: datetime) -> tuple[datetime, datetime]:
         step = self._granularity.total_seconds()
-        until = datetime.fromtimestamp(now.timestamp() // step * step, now.tzinfo)
+        until = datetime.fromtimestamp(-(-now.timestamp() // step) * step, now.tzinfo)
         return until - length, until
 
     async def report(

@@ -19,51 +19,16 @@ Matrix = npt.NDArray[np.float32]
 
 # Question wording, not topic, in the languages the service has wording for (English stop
 # words come with `topic_words`).
-QUESTION_WORDS = frozenset(
-    [
-        "как",
-        "что",
-        "где",
-        "почему",
-        "когда",
-        "можно",
-        "нужно",
-        "мне",
-        "это",
-        "или",
-        "для",
-        "при",
-        "чтобы",
-        "есть",
-        "нет",
-        "все",
-        "wie",
-        "was",
-        "wo",
-        "warum",
-        "wann",
-        "kann",
-        "ich",
-        "ist",
-        "ein",
-        "eine",
-        "der",
-        "die",
-        "das",
-        "und",
-        "mit",
-        "für",
-        "nicht",
-        "how",
-        "what",
-        "where",
-        "why",
-        "when",
-        "which",
-        "can",
-        "cannot",
-    ]
-)
+# fmt: off
+QUESTION_WORDS = frozenset({
+    "как", "что", "где", "почему", "когда", "можно", "нужно", "мне", "это", "или", "для", "при",
+    "чтобы", "есть", "нет", "все", "кто", "какой", "какая", "сколько", "этом", "году", "вашей",
+    "вашего", "ваш", "через", "wie", "was", "wo", "warum", "wann", "kann", "ich", "ist", "ein",
+    "eine", "einen", "der", "die", "das", "und", "mit", "für", "nicht", "bei", "hat", "auf",
+    "gibt", "sie", "ihnen", "mein", "meine", "meiner", "welche", "viele", "how", "what",
+    "where", "why", "when", "which", "can", "cannot", "yet",
+})
+# fmt: on
 
 
 @dataclass(frozen=True)

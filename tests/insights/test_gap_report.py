@@ -3,14 +3,18 @@ outcomes: groups by topic across languages, counts, trend, links, pages, cost, a
 tenant's key seeing only its own questions."""
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from app.insights.gaps import GapReporter
 from app.settings import ApiKey, Settings
+from knowledge.embeddings import get_embedder
 from tests.conftest import make_client
 
 from .seed import BANK_SYNC, MOBILE_APP, known_outcomes, seed
@@ -106,3 +110,13 @@ def test_pages_and_bad_periods(api: TestClient) -> None:
     bad = api.get("/v1/insights/gaps", params={"since": "seven days"}, headers=STAFF)
     assert bad.status_code == 422 and "7d" in bad.text
     assert api.get("/v1/insights/gaps", params={"since": "7d"}).status_code == 401
+
+
+def test_a_period_ends_after_now_so_the_latest_turns_are_in_it() -> None:
+    reporter = GapReporter(async_sessionmaker(), lambda: get_embedder())
+    now = datetime(2026, 12, 2, 5, 51, 30, tzinfo=UTC)
+    since, until = reporter.period(timedelta(days=1), now)
+    assert until == datetime(2026, 12, 2, 5, 52, tzinfo=UTC)
+    assert since == until - timedelta(days=1)
+    # Within the same minute: the same period, so the same cached report.
+    assert reporter.period(timedelta(days=1), now + timedelta(seconds=29)) == (since, until)
