@@ -135,14 +135,19 @@
       : "no conversation handed to a person";
   }
 
-  async function showTranscript(box, link) {
-    var conversation = await api(link);
+  // The question's turn from its transcript: what was asked and what the bot said.
+  async function showTranscript(box, q) {
+    var conversation = await api(q.transcript);
     box.replaceChildren();
     conversation.messages
-      .filter(function (m) { return m.role === "user" || m.role === "staff" || (m.role === "assistant" && !m.tool_calls); })
+      .filter(function (m) { return m.turn === q.turn && (m.role === "user" || m.role === "staff" || (m.role === "assistant" && !m.tool_calls)); })
       .forEach(function (m) {
         box.appendChild(el("p", (m.role === "assistant" ? "bot" : (m.author || m.role)) + ": " + m.content));
       });
+    var whole = el("a", "Whole transcript (turn " + q.turn + " of " + q.conversation_key + ")");
+    whole.href = q.transcript;
+    whole.target = "_blank"; whole.rel = "noopener";
+    box.appendChild(whole);
   }
 
   function example(q) {
@@ -157,7 +162,7 @@
       open.setAttribute("aria-expanded", String(!showing));
       box.hidden = showing;
       if (!showing && !box.childElementCount) {
-        try { await showTranscript(box, q.transcript); } catch (e) { box.textContent = e.message; }
+        try { await showTranscript(box, q); } catch (e) { box.textContent = e.message; }
       }
     });
     item.append(open, el("span", " (" + q.outcome.replace("_", " ") + ", " + q.conversation_key + ")", "in-muted"), box);

@@ -65,6 +65,10 @@ def test_the_insights_page_charts_outcomes_and_lists_the_gaps(
     expect(mobile.locator(".in-count")).to_have_text("4")
     expect(mobile).to_contain_text("none: the documentation has no page on this")
     mobile.get_by_role("button", name=MOBILE_APP[1]).click()
-    expect(mobile.locator(".in-transcript:not([hidden])")).to_contain_text("bot: an answer")
+    opened = mobile.locator(".in-transcript:not([hidden])")
+    expect(opened.locator("p")).to_have_text([f"user: {MOBILE_APP[1]}", "bot: an answer"])
+    expect(opened.get_by_role("link")).to_have_attribute(
+        "href", "/v1/conversations/api:acme:mobile-1"
+    )
     page.screenshot(path=tmp_path / "insights.png", full_page=True)
     print(f"screenshot: {tmp_path / 'insights.png'}")
