@@ -1,5 +1,7 @@
-"""The local Langfuse capture endpoint of the observability tests."""
+"""Fixtures shared with other test folders: the local Langfuse capture endpoint and
+Debian's Chromium under Playwright."""
 
+from tests.browser.test_widget import browser
 from tests.observability.conftest import local_server
 
-__all__ = ["local_server"]
+__all__ = ["browser", "local_server"]

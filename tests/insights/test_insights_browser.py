@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
 from app.settings import Settings
-from tests.browser.test_widget import CHROMIUM, CHROMIUM_ARGS, serving
+from tests.browser.test_widget import serving
 
 from .seed import MOBILE_APP, Seeded, known_outcomes, seed
 
@@ -30,16 +30,6 @@ def server(settings: Settings, sample_index: Path) -> Iterator[str]:
         ]
         seed(settings.db.url, known_outcomes() + answered)
         yield base
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        yield chromium
-        chromium.close()
 
 
 def test_the_insights_page_charts_outcomes_and_lists_the_gaps(
