@@ -68,7 +68,10 @@ async def outcome_report(
     rated_down = {
         (row.conversation_id, row.turn)
         for row in await session.execute(
-            select(Feedback.conversation_id, Feedback.turn).where(Feedback.rating == "down")
+            # A rating comes after its turn: older ones rate older turns.
+            select(Feedback.conversation_id, Feedback.turn).where(
+                Feedback.rating == "down", Feedback.created_at >= since
+            )
         )
     }
     turns = await session.execute(
