@@ -64,6 +64,8 @@ class QuestionOut(BaseModel):
     turn: int
     transcript: str  # GET it for the whole conversation
     asked_at: datetime
+    comment: str | None  # the 👎's comment
+    handoff_reason: str | None  # for a turn handed to a person: asked, model, not_found
 
 
 class GapGroupOut(BaseModel):
@@ -104,6 +106,8 @@ class GapReportOut(BaseModel):
                         turn=turn.turn,
                         transcript=turn.transcript,
                         asked_at=turn.started_at,
+                        comment=turn.comment,
+                        handoff_reason=turn.handoff_reason,
                     )
                     for turn in group.examples
                 ],

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agent.tools import KNOWLEDGE_TOOL
-from app.db.models import Conversation, Feedback, LLMCall, Message, Turn
+from app.db.models import Conversation, Feedback, Handoff, LLMCall, Message, Turn
 from app.insights.topics import Matrix, topics
 from app.settings import Settings
 from knowledge.embeddings import Embedder, get_embedder
@@ -50,6 +50,8 @@ class GapTurn:
     started_at: datetime
     pages: tuple[Page, ...]
     cost_usd: float
+    comment: str | None = None  # the 👎's comment
+    handoff_reason: str | None = None  # asked | model | not_found | thumbs_down
 
     @property
     def transcript(self) -> str:
@@ -157,6 +159,37 @@ async def load_gap_turns(
             .group_by(LLMCall.conversation_id, LLMCall.turn)
         )
     )
+    comments = {
+        (row.conversation_id, row.turn): row.comment
+        for row in await session.execute(
+            select(Feedback.conversation_id, Feedback.turn, Feedback.comment)
+            .where(
+                Feedback.conversation_id.in_(ids),
+                Feedback.rating == "down",
+                Feedback.comment.is_not(None),
+            )
+            .order_by(Feedback.created_at)  # the latest wins
+        )
+    }
+    handoffs = list(
+        await session.execute(
+            select(Handoff.conversation_id, Handoff.reason, Handoff.opened_at)
+            .where(Handoff.conversation_id.in_(ids))
+            .order_by(Handoff.opened_at)
+        )
+    )
+
+    def handoff_reason(conversation_id: int, started_at: datetime) -> str | None:
+        """The reason of the first handoff the turn opened (opened after it started)."""
+        return next(
+            (
+                h.reason
+                for h in handoffs
+                if h.conversation_id == conversation_id and h.opened_at >= started_at
+            ),
+            None,
+        )
+
     return [
         GapTurn(
             conversation_key=row.key,
@@ -166,6 +199,10 @@ async def load_gap_turns(
             started_at=row.started_at,
             pages=tuple(pages.get((row.id, row.number), {}).values()),
             cost_usd=costs.get((row.id, row.number), 0.0),
+            comment=comments.get((row.id, row.number)),
+            handoff_reason=(
+                handoff_reason(row.id, row.started_at) if row.outcome == "handed_off" else None
+            ),
         )
         for row in rows
         if (row.id, row.number) in questions

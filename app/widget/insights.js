@@ -165,7 +165,10 @@
         try { await showTranscript(box, q); } catch (e) { box.textContent = e.message; }
       }
     });
-    item.append(open, el("span", " (" + q.outcome.replace("_", " ") + ", " + q.conversation_key + ")", "in-muted"), box);
+    var outcome = q.outcome.replace("_", " ") + (q.handoff_reason ? ": " + q.handoff_reason.replace("_", " ") : "");
+    item.append(open, el("span", " (" + outcome + ", " + q.conversation_key + ")", "in-muted"));
+    if (q.comment) item.appendChild(el("q", q.comment, "in-comment"));
+    item.appendChild(box);
     return item;
   }
 

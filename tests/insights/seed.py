@@ -13,6 +13,7 @@ from app.db.engine import sync_url
 from app.db.models import Conversation, Feedback, Handoff, LLMCall, Message, Turn
 
 NOW = datetime.now(UTC)
+COMMENT = "There is no number format setting where the answer says."
 INVOICES = {"title": "Create an invoice", "source": "en/create-invoice.md", "similarity": 0.84}
 
 
@@ -84,7 +85,13 @@ def seed(db_url: str, conversations: list[Seeded]) -> None:
             )
             if item.rated_down:
                 session.add(
-                    Feedback(conversation_id=conversation.id, turn=1, rating="down", created_at=at)
+                    Feedback(
+                        conversation_id=conversation.id,
+                        turn=1,
+                        rating="down",
+                        comment=COMMENT,
+                        created_at=at,
+                    )
                 )
             if item.handoff_reason:
                 session.add(

@@ -17,7 +17,7 @@ from app.settings import ApiKey, Settings
 from knowledge.embeddings import get_embedder
 from tests.conftest import make_client
 
-from .seed import BANK_SYNC, MOBILE_APP, known_outcomes, seed
+from .seed import BANK_SYNC, COMMENT, MOBILE_APP, known_outcomes, seed
 
 STAFF = {"authorization": "Bearer staff-token-0123456789"}
 ACME = {"authorization": "Bearer acme-key-0123456789abcdef"}
@@ -63,6 +63,9 @@ def test_gaps_group_questions_by_topic_across_languages(api: TestClient) -> None
     assert rated["pages"][0]["source"] == "en/create-invoice.md"
     example = next(e for e in rated["examples"] if e["outcome"] == "rated_down")
     assert example["transcript"] == "/v1/conversations/api:acme:rated"
+    assert example["comment"] == COMMENT and example["handoff_reason"] is None
+    person = group_of(report, "I want to talk to a real person about my contract")
+    assert person["examples"][0]["handoff_reason"] == "asked"
     transcript = api.get(example["transcript"], headers=STAFF)
     assert transcript.status_code == 200
     assert transcript.json()["messages"][0]["content"] == example["question"]

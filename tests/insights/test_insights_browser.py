@@ -11,7 +11,7 @@ from playwright.sync_api import Browser, expect
 from app.settings import Settings
 from tests.browser.test_widget import serving
 
-from .seed import MOBILE_APP, Seeded, known_outcomes, seed
+from .seed import COMMENT, MOBILE_APP, Seeded, known_outcomes, seed
 
 pytestmark = pytest.mark.browser
 
@@ -51,6 +51,10 @@ def test_the_insights_page_charts_outcomes_and_lists_the_gaps(
 
     gaps = page.locator(".in-gap")
     expect(gaps.first.locator(".in-count")).to_have_text("5")
+    expect(gaps.filter(has_text="I want to talk to a real person")).to_contain_text(
+        "handed off: asked"
+    )
+    expect(gaps.filter(has_text="number format").locator(".in-comment")).to_have_text(COMMENT)
     mobile = gaps.filter(has_text=MOBILE_APP[1])
     expect(mobile.locator(".in-count")).to_have_text("4")
     expect(mobile).to_contain_text("none: the documentation has no page on this")
