@@ -30,14 +30,6 @@ def tenant_prefix(caller: CallerDep) -> str | None:
 TenantPrefix = Annotated[str | None, Depends(tenant_prefix)]
 
 
-def period(since: Since, reporter: "ReporterDep") -> tuple[datetime, datetime]:
-    try:
-        length = parse_period(since)
-    except BadPeriod as bad:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(bad)) from None
-    return reporter.period(length, datetime.now(UTC))
-
-
 def gap_reporter(request: Request, runtime: RuntimeDep) -> GapReporter:
     """One per app: its cache of reports is shared by every request."""
     state = request.app.state
@@ -48,6 +40,18 @@ def gap_reporter(request: Request, runtime: RuntimeDep) -> GapReporter:
 
 
 ReporterDep = Annotated[GapReporter, Depends(gap_reporter)]
+
+
+def period(since: Since, reporter: ReporterDep) -> tuple[datetime, datetime]:
+    """The period up to now, its end rounded as the reporter caches reports; 422 when
+    `since` is not a period."""
+    try:
+        length = parse_period(since)
+    except BadPeriod as bad:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(bad)) from None
+    return reporter.period(length, datetime.now(UTC))
+
+
 Period = Annotated[tuple[datetime, datetime], Depends(period)]
 
 
