@@ -10,6 +10,7 @@ import typer
 
 from app import conversations_cli
 from app.bench import cli as bench_cli
+from app.insights import cli as insights_cli
 from bot import cli as telegram_cli
 from evals import cli as eval_cli
 from knowledge import cli as knowledge_cli
@@ -30,6 +31,9 @@ cli.add_typer(knowledge_cli.app, name="kb", help="Knowledge base: ingest, search
 cli.add_typer(telegram_cli.app, name="telegram", help="The Telegram bot: long polling.")
 cli.add_typer(eval_cli.app, name="eval", help="Evals: memory profiles on recorded conversations.")
 cli.add_typer(bench_cli.app, name="bench", help="Benchmarks: prefix-cache simulator, load.")
+cli.add_typer(
+    insights_cli.app, name="insights", help="What the bot did not answer: knowledge gaps."
+)
 
 
 @cli.command()

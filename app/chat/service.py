@@ -24,6 +24,7 @@ from app.chat.types import (
 from app.db import queries
 from app.db.models import Conversation, Feedback, Message, Turn
 from app.handoff.service import HandoffService
+from app.observability import metrics
 from app.observability.simulator import PrefixCacheSimulator
 from app.observability.tracing import Tracer, feedback_score_id
 from app.settings import AUDIENCES, Settings
@@ -157,8 +158,19 @@ class ChatService:
             self._tracer.feedback(
                 turn.trace_id, feedback_score_id(turn.trace_id, feedback.id), helpful, comment
             )
+        if not helpful:
+            self._rated_down(conversation, turn)
         if self.handoffs is not None and not helpful:
             await self.handoffs.after_feedback(conversation)
+
+    def _rated_down(self, conversation: Conversation, turn: Turn) -> None:
+        """A 👎 as the `rated_down` outcome: counted, and tagged on the turn's trace."""
+        if self._settings.observability.metrics_enabled:
+            metrics.count_outcome(
+                outcome="rated_down", audience=conversation.audience, channel=conversation.channel
+            )
+        if turn.trace_id:
+            self._tracer.tag(turn.trace_id, "outcome:rated_down")
 
     async def reset_context(self, conversation_key: str) -> bool:
         """Start a fresh context: the model no longer sees anything said so far (all of it

@@ -148,6 +148,14 @@ class TurnRunner:
         if self.settings.observability.metrics_enabled:
             metrics.count_turn(status=status, channel=channel)
 
+    def count_outcome(self, request: TurnRequest, ended: TurnDone | TurnError) -> None:
+        """The turn's outcome as a metric: `failed` for a turn that ended without an answer."""
+        if self.settings.observability.metrics_enabled:
+            outcome = ended.reply.outcome if isinstance(ended, TurnDone) else None
+            metrics.count_outcome(
+                outcome=outcome or "failed", audience=request.audience, channel=request.channel
+            )
+
     async def run(self, request: TurnRequest, emit: Emit, tokens: bool) -> None:
         """The turn's task. It is ours alone: a cancel (shutdown) is handled here, the
         turn ending `interrupted`, rather than passed on. The router decides first who
@@ -183,6 +191,7 @@ class TurnRunner:
             else:  # the outcome is stored; giving the connection back failed
                 log.error("turn of %s: after its end: %s", key, self._describe(error))
         assert outcome is not None
+        self.count_outcome(request, outcome)
         emit(outcome)  # after the connection is back: the next turn can start at once
         if follow_up is not None:
             await follow_up()
@@ -329,7 +338,7 @@ class TurnRunner:
             summaries = await queries.summary_count(session, begun.conversation)
         citations = [{"title": c.title, "source": c.source} for c in reply.citations]
         report = memory_report(begun, memory, summaries)
-        trace.finish(reply.text, citations, collector.records, report)
+        trace.finish(reply.text, citations, collector.records, report, reply.outcome)
 
     async def _run_agent(
         self,

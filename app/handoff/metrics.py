@@ -5,6 +5,7 @@ conversations started; how fast staff respond: `supportbot_handoff_claim_seconds
 from prometheus_client import Counter, Histogram
 
 from app.observability.metrics import REGISTRY
+from app.settings import AUDIENCES
 
 OPENED = Counter(
     "supportbot_handoffs_opened",
@@ -21,3 +22,8 @@ CLAIM_SECONDS = Histogram(
     buckets=(30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 72 * 3600),
     registry=REGISTRY,
 )
+
+# Exported at 0 from the start, so that a dashboard's handoff rate by reason has its series.
+for _reason in ("asked", "model", "not_found", "thumbs_down"):
+    for _audience in AUDIENCES:
+        OPENED.labels(reason=_reason, audience=_audience)

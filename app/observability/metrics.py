@@ -6,7 +6,10 @@ call's one `UsageRecord` (the database's `llm_calls.cache_source` says whether i
 figures are the provider's or the simulator's). The cache hit rate is
 `rate(supportbot_llm_cached_input_tokens_total) / rate(supportbot_llm_input_tokens_total)`;
 the share of unanswered turns
-`rate(supportbot_turns_total{status!="ok"}) / rate(supportbot_turns_total)`.
+`rate(supportbot_turns_total{status!="ok"}) / rate(supportbot_turns_total)`; the resolution
+rate (turns the bot answered from the documentation, less those rated 👎)
+`(rate(..._turn_outcomes_total{outcome="answered"}) - rate(...{outcome="rated_down"}))`
+over all outcomes but `rated_down`.
 Counters are per process: with several workers, scrape each one.
 """
 
@@ -60,6 +63,14 @@ TURNS = Counter(
     "Turns ended, by status: ok, failed (model, tool or database), interrupted (deadline, "
     "shutdown, or found running with no process left)",
     ("status", "channel"),
+    registry=REGISTRY,
+)
+
+TURN_OUTCOMES = Counter(
+    "supportbot_turn_outcomes",
+    "What turns came to (app/chat/outcome.py): answered, not_found, expert, handed_off, quiet, "
+    "bot_back, failed (no answer); rated_down counts each 👎 given to an answer later",
+    ("outcome", "audience", "channel"),
     registry=REGISTRY,
 )
 
@@ -119,6 +130,10 @@ def observe_turn(*, profile: str, channel: str, seconds: float) -> None:
 
 def count_turn(*, status: str, channel: str) -> None:
     TURNS.labels(status=status, channel=channel).inc()
+
+
+def count_outcome(*, outcome: str, audience: str, channel: str) -> None:
+    TURN_OUTCOMES.labels(outcome=outcome, audience=audience, channel=channel).inc()
 
 
 def count_undelivered() -> None:

@@ -256,17 +256,28 @@ class TurnTrace(InlineHandler):
         citations: Sequence[dict[str, str]],
         records: Sequence[UsageRecord],
         memory: MemoryReport | None,
+        outcome: str | None = None,
     ) -> None:
-        """The trace's output, the memory's decisions and the turn's scores."""
+        """The trace's output, the memory's decisions, the turn's outcome (an
+        `outcome:<name>` tag and the `resolved` score) and the turn's scores."""
         self._root.update(output={"text": clip(answer, self._limit), "citations": citations})
         self._scores(records, memory)
+        if outcome is not None:
+            # Averaged over traces, the share answered from the documentation.
+            self._tracer.score(self.trace_id, "resolved", float(outcome == "answered"))
+        tags = [f"outcome:{outcome}"] if outcome else []
         if memory is not None:
-            from langfuse import propagate_attributes  # a trace exists: Langfuse is loaded
+            tags += memory.tags()
+        self._propagate(tags, memory.metadata() if memory else {})
 
-            # On the root observation (the current one here) and, as trace tags and
-            # metadata, on anything the turn still opens.
-            with propagate_attributes(tags=memory.tags(), metadata=memory.metadata()):
-                pass
+    @staticmethod
+    def _propagate(tags: list[str], metadata: dict[str, str]) -> None:
+        """Tags and metadata on the root observation (the current one here) and, as trace
+        tags and metadata, on anything the turn still opens."""
+        from langfuse import propagate_attributes  # a trace exists: Langfuse is loaded
+
+        with propagate_attributes(tags=tags, metadata=metadata):
+            pass
 
     def _scores(self, records: Sequence[UsageRecord], memory: MemoryReport | None) -> None:
         """`cache_hit_rate`: the agent calls' cached share; `context_tokens`: what the last
@@ -282,3 +293,4 @@ class TurnTrace(InlineHandler):
 
     def failed(self, status: str, error: str) -> None:
         self._root.update(level="ERROR", status_message=clip(f"{status}: {error}", self._limit))
+        self._propagate(["outcome:failed"], {})

@@ -62,4 +62,6 @@ def test_every_panel_queries_metrics_the_service_exports(client: TestClient) -> 
         "supportbot_turns_total",
         "supportbot_turn_duration_seconds_bucket",
         "supportbot_telegram_undelivered_total",
+        "supportbot_turn_outcomes_total",
+        "supportbot_handoffs_opened_total",
     } <= used

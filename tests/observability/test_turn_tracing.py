@@ -54,7 +54,7 @@ def test_turns_are_traced_scored_and_rated(
     by_trace: dict[str, set[str]] = {}
     for score in scores:
         by_trace.setdefault(score["traceId"], set()).add(score["name"])
-    turn_scores = {"cache_hit_rate", "context_tokens", "prefix_kept"}
+    turn_scores = {"cache_hit_rate", "context_tokens", "prefix_kept", "resolved"}
     assert by_trace[trace_ids[0]] == turn_scores
     assert by_trace[trace_ids[1]] == {*turn_scores, "user_feedback"}
     feedback = next(s for s in scores if s["name"] == "user_feedback")

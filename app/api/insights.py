@@ -1,0 +1,198 @@
+"""What the bot did not answer and what outcomes cost, over HTTP (app/insights). Staff see
+every conversation; an API key only those of its own key prefix."""
+
+from datetime import UTC, date, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from pydantic import BaseModel
+
+from app.api.auth import CHALLENGE, CallerDep
+from app.api.deps import RuntimeDep
+from app.api.errors import documented
+from app.insights.gaps import BadPeriod, GapReport, GapReporter, parse_period, reporter_for
+from app.insights.outcomes import outcome_report
+
+router = APIRouter(prefix="/v1/insights", tags=["insights"])
+
+Since = Annotated[str, Query(description="the period up to now: 30m, 24h, 7d, 2w", examples=["7d"])]
+
+
+def tenant_prefix(caller: CallerDep) -> str | None:
+    """The key prefix the caller's conversations start with; None for staff (all)."""
+    if caller.is_staff:
+        return None
+    if caller.kind == "backend":
+        return caller.key_prefix
+    raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials or an API key", CHALLENGE)
+
+
+TenantPrefix = Annotated[str | None, Depends(tenant_prefix)]
+
+
+def gap_reporter(request: Request, runtime: RuntimeDep) -> GapReporter:
+    """One per app: its cache of reports is shared by every request."""
+    state = request.app.state
+    if not hasattr(state, "gap_reporter"):
+        state.gap_reporter = reporter_for(runtime.settings, runtime.sessions)
+    reporter: GapReporter = state.gap_reporter
+    return reporter
+
+
+ReporterDep = Annotated[GapReporter, Depends(gap_reporter)]
+
+
+def period(since: Since, reporter: ReporterDep) -> tuple[datetime, datetime]:
+    """The period up to now, its end rounded as the reporter caches reports; 422 when
+    `since` is not a period."""
+    try:
+        length = parse_period(since)
+    except BadPeriod as bad:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(bad)) from None
+    return reporter.period(length, datetime.now(UTC))
+
+
+Period = Annotated[tuple[datetime, datetime], Depends(period)]
+
+
+class PageOut(BaseModel):
+    title: str
+    source: str
+    similarity: float
+
+
+class QuestionOut(BaseModel):
+    question: str
+    outcome: str
+    conversation_key: str
+    turn: int
+    transcript: str  # GET it for the whole conversation
+    asked_at: datetime
+    comment: str | None  # the 👎's comment
+    handoff_reason: str | None  # for a turn handed to a person: asked, model, not_found
+
+
+class GapGroupOut(BaseModel):
+    name: str
+    words: list[str]
+    count: int
+    previous: int
+    trend: int
+    outcomes: dict[str, int]
+    examples: list[QuestionOut]
+    pages: list[PageOut]  # empty: the documentation has nothing near (a page to write)
+    cost_usd: float
+
+
+class GapReportOut(BaseModel):
+    since: datetime
+    until: datetime
+    questions: int
+    total_groups: int
+    offset: int
+    groups: list[GapGroupOut]
+
+    @classmethod
+    def of(cls, report: GapReport) -> "GapReportOut":
+        groups = [
+            GapGroupOut(
+                name=group.name,
+                words=group.words,
+                count=group.count,
+                previous=group.previous,
+                trend=group.trend,
+                outcomes=group.outcomes,
+                examples=[
+                    QuestionOut(
+                        question=turn.question,
+                        outcome=turn.outcome,
+                        conversation_key=turn.conversation_key,
+                        turn=turn.turn,
+                        transcript=turn.transcript,
+                        asked_at=turn.started_at,
+                        comment=turn.comment,
+                        handoff_reason=turn.handoff_reason,
+                    )
+                    for turn in group.examples
+                ],
+                pages=[PageOut(**vars(page)) for page in group.pages],
+                cost_usd=group.cost_usd,
+            )
+            for group in report.groups
+        ]
+        return cls(
+            since=report.since,
+            until=report.until,
+            questions=report.questions,
+            total_groups=report.total_groups,
+            offset=report.offset,
+            groups=groups,
+        )
+
+
+class DayOut(BaseModel):
+    day: date
+    outcomes: dict[str, int]
+    conversations: int
+    resolved: int
+    resolution_rate: float | None
+
+
+class OutcomesOut(BaseModel):
+    since: datetime
+    until: datetime
+    outcomes: dict[str, int]
+    conversations: int
+    resolved: int
+    resolution_rate: float | None
+    handoffs_by_reason: dict[str, int]
+    cost_usd: float
+    cost_per_resolved_usd: float | None
+    cache_hit_rate_by_profile: dict[str, float]
+    days: list[DayOut]
+
+
+@router.get("/gaps", responses=documented(401, 422))
+async def gaps(
+    prefix: TenantPrefix,
+    when: Period,
+    reporter: ReporterDep,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> GapReportOut:
+    """The questions the bot did not answer from the documentation (not found, web
+    research, handed to a person) or answered with a 👎, grouped by topic, the largest
+    group first; each with its trend against the previous period, examples linked to
+    their transcripts, the closest pages and the cost. Computed once per minute and period."""
+    return GapReportOut.of(await reporter.report(*when, prefix, offset, limit))
+
+
+@router.get("/outcomes", responses=documented(401, 422))
+async def outcomes(prefix: TenantPrefix, when: Period, runtime: RuntimeDep) -> OutcomesOut:
+    """Turns' outcomes per day, the resolution rate (conversations answered by the bot
+    without a person, a 👎 or a failure), handoffs by reason, cost per resolved
+    conversation and the prompt-cache hit rate per memory profile."""
+    async with runtime.sessions() as session:
+        report = await outcome_report(session, *when, prefix)
+    return OutcomesOut(
+        since=report.since,
+        until=report.until,
+        outcomes=dict(report.outcomes),
+        conversations=report.conversations,
+        resolved=report.resolved,
+        resolution_rate=report.resolution_rate,
+        handoffs_by_reason=dict(report.handoffs_by_reason),
+        cost_usd=report.cost_usd,
+        cost_per_resolved_usd=report.cost_per_resolved,
+        cache_hit_rate_by_profile=report.cache_hit_rate_by_profile,
+        days=[
+            DayOut(
+                day=day.day,
+                outcomes=dict(day.outcomes),
+                conversations=day.conversations,
+                resolved=day.resolved,
+                resolution_rate=day.resolution_rate,
+            )
+            for day in report.days
+        ],
+    )

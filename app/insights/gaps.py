@@ -1,0 +1,345 @@
+"""The knowledge-gap report: the questions behind the turns the bot did not answer from
+the documentation (`not_found`, `expert`, `handed_off`) or answered badly (`rated_down`: a
+👎), over a period, grouped by topic (app/insights/topics.py), each group with its count,
+its trend against the previous period of the same length, example questions linked to
+their transcripts, the pages retrieval came closest to (none: nothing to extend, a page to
+write) and what those turns cost."""
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agent.tools import KNOWLEDGE_TOOL
+from app.db.models import Conversation, Feedback, Handoff, LLMCall, Message, Turn
+from app.insights.topics import Matrix, topics
+from app.settings import Settings
+from knowledge.embeddings import Embedder, get_embedder
+
+GAP_OUTCOMES = ("not_found", "expert", "handed_off")
+EXAMPLES = 5  # questions shown per group
+PAGES = 3  # closest pages shown per group
+
+
+def transcript_link(key: str) -> str:
+    return f"/v1/conversations/{quote(key, safe=':@+.-_')}"
+
+
+@dataclass(frozen=True)
+class Page:
+    title: str
+    source: str
+    similarity: float  # the closest any of the group's searches came
+
+
+@dataclass(frozen=True)
+class GapTurn:
+    """One unanswered (or 👎) question, as loaded."""
+
+    conversation_key: str
+    turn: int
+    question: str
+    outcome: str  # not_found | expert | handed_off | rated_down
+    started_at: datetime
+    pages: tuple[Page, ...]
+    cost_usd: float
+    comment: str | None = None  # the 👎's comment
+    handoff_reason: str | None = None  # asked | model | not_found | thumbs_down
+
+    @property
+    def transcript(self) -> str:
+        return transcript_link(self.conversation_key)
+
+
+@dataclass(frozen=True)
+class GapGroup:
+    name: str  # its most central question
+    words: list[str]
+    count: int
+    previous: int  # questions of the previous period on this topic
+    outcomes: dict[str, int]
+    examples: list[GapTurn]
+    pages: list[Page]
+    cost_usd: float
+
+    @property
+    def trend(self) -> int:
+        return self.count - self.previous
+
+
+@dataclass(frozen=True)
+class GapReport:
+    since: datetime
+    until: datetime
+    questions: int  # in all groups
+    groups: list[GapGroup] = field(default_factory=list)
+    total_groups: int = 0  # before paging
+    offset: int = 0
+
+
+def within_tenant(prefix: str | None) -> Any:
+    """The conversations a caller may see: all (staff, `None`) or those whose key starts
+    with `prefix` (an API key's), compared literally."""
+    if prefix is None:
+        return True
+    return func.substr(Conversation.key, 1, len(prefix)) == prefix
+
+
+async def load_gap_turns(
+    session: AsyncSession, since: datetime, until: datetime, prefix: str | None
+) -> list[GapTurn]:
+    """The period's turns that ended in a gap outcome or got a 👎, oldest first."""
+    rated_down = (
+        select(Feedback.conversation_id, Feedback.turn)
+        .where(Feedback.rating == "down")
+        .distinct()
+        .subquery()
+    )
+    rows = (
+        await session.execute(
+            select(Conversation.id, Conversation.key, Turn.number, Turn.outcome, Turn.started_at)
+            .join(Turn, Turn.conversation_id == Conversation.id)
+            .outerjoin(
+                rated_down,
+                (rated_down.c.conversation_id == Conversation.id)
+                & (rated_down.c.turn == Turn.number),
+            )
+            .add_columns(rated_down.c.turn.is_not(None).label("rated_down"))
+            .where(
+                Turn.started_at >= since,
+                Turn.started_at < until,
+                within_tenant(prefix),
+                Turn.outcome.in_(GAP_OUTCOMES) | rated_down.c.turn.is_not(None),
+            )
+            .order_by(Turn.started_at, Turn.id)
+        )
+    ).all()
+    if not rows:
+        return []
+    ids = {row.id for row in rows}
+    wanted = {(row.id, row.number) for row in rows}
+    messages = await session.execute(
+        select(
+            Message.conversation_id, Message.turn, Message.role, Message.content, Message.artifact
+        )
+        .where(
+            Message.conversation_id.in_(ids),
+            (Message.role == "user") | (Message.tool_name == KNOWLEDGE_TOOL),
+        )
+        .order_by(Message.seq)
+    )
+    questions: dict[tuple[int, int], str] = {}
+    pages: dict[tuple[int, int], dict[str, Page]] = {}
+    for message in messages:
+        where = (message.conversation_id, message.turn)
+        if where not in wanted:
+            continue
+        if message.role == "user":
+            questions.setdefault(where, message.content)
+        for passage in message.artifact or []:
+            page = Page(passage["title"], passage["source"], float(passage.get("similarity") or 0))
+            known = pages.setdefault(where, {}).get(page.source)
+            if known is None or known.similarity < page.similarity:
+                pages[where][page.source] = page
+    costs = dict(
+        (
+            (row.conversation_id, row.turn),
+            float(row.cost),
+        )
+        for row in await session.execute(
+            select(LLMCall.conversation_id, LLMCall.turn, func.sum(LLMCall.cost_usd).label("cost"))
+            .where(LLMCall.conversation_id.in_(ids))
+            .group_by(LLMCall.conversation_id, LLMCall.turn)
+        )
+    )
+    comments = {
+        (row.conversation_id, row.turn): row.comment
+        for row in await session.execute(
+            select(Feedback.conversation_id, Feedback.turn, Feedback.comment)
+            .where(
+                Feedback.conversation_id.in_(ids),
+                Feedback.rating == "down",
+                Feedback.comment.is_not(None),
+            )
+            .order_by(Feedback.created_at)  # the latest wins
+        )
+    }
+    handoffs = list(
+        await session.execute(
+            select(Handoff.conversation_id, Handoff.reason, Handoff.opened_at)
+            .where(Handoff.conversation_id.in_(ids))
+            .order_by(Handoff.opened_at)
+        )
+    )
+
+    def handoff_reason(conversation_id: int, started_at: datetime) -> str | None:
+        """The reason of the first handoff the turn opened (opened after it started)."""
+        return next(
+            (
+                h.reason
+                for h in handoffs
+                if h.conversation_id == conversation_id and h.opened_at >= started_at
+            ),
+            None,
+        )
+
+    return [
+        GapTurn(
+            conversation_key=row.key,
+            turn=row.number,
+            question=questions[(row.id, row.number)],
+            outcome="rated_down" if row.rated_down else row.outcome,
+            started_at=row.started_at,
+            pages=tuple(pages.get((row.id, row.number), {}).values()),
+            cost_usd=costs.get((row.id, row.number), 0.0),
+            comment=comments.get((row.id, row.number)),
+            handoff_reason=(
+                handoff_reason(row.id, row.started_at) if row.outcome == "handed_off" else None
+            ),
+        )
+        for row in rows
+        if (row.id, row.number) in questions
+    ]
+
+
+def closest_pages(turns: Sequence[GapTurn]) -> list[Page]:
+    best: dict[str, Page] = {}
+    for turn in turns:
+        for page in turn.pages:
+            if page.source not in best or best[page.source].similarity < page.similarity:
+                best[page.source] = page
+    return sorted(best.values(), key=lambda page: -page.similarity)[:PAGES]
+
+
+def group_report(
+    turns: Sequence[GapTurn], previous: Sequence[GapTurn], embed: Callable[[list[str]], Matrix]
+) -> list[GapGroup]:
+    """The groups of `turns` by topic, the largest first (the costlier of equal ones). The
+    topics are found over both periods, so a group's `previous` counts the questions of the
+    period before (`previous`) on its topic; a topic asked only then is left out.
+    CPU-bound (embedding, clustering): run it off the event loop."""
+    if not turns:
+        return []
+    both = [*turns, *previous]
+    questions = [turn.question for turn in both]
+    groups = []
+    for topic in topics(questions, embed(questions)):
+        members = [turns[i] for i in topic.members if i < len(turns)]
+        if not members:
+            continue
+        groups.append(
+            GapGroup(
+                name=members[0].question,
+                words=topic.words,
+                count=len(members),
+                previous=len(topic.members) - len(members),
+                outcomes=dict(Counter(turn.outcome for turn in members)),
+                examples=members[:EXAMPLES],
+                pages=closest_pages(members),
+                cost_usd=sum(turn.cost_usd for turn in members),
+            )
+        )
+    return sorted(groups, key=lambda group: (-group.count, -group.cost_usd))
+
+
+class EmbeddingCache:
+    """Question embeddings kept by text: the same questions recur in every period asked."""
+
+    def __init__(self, embedder: Callable[[], Embedder], size: int = 20_000) -> None:
+        self._embedder = embedder
+        self._size = size
+        self._vectors: dict[str, Matrix] = {}
+
+    def __call__(self, texts: list[str]) -> Matrix:
+        missing = [text for text in dict.fromkeys(texts) if text not in self._vectors]
+        if missing:
+            embedder = self._embedder()
+            if len(self._vectors) + len(missing) > self._size:
+                self._vectors.clear()
+            for text in missing:
+                self._vectors[text] = np.asarray(embedder.embed_query(text), dtype=np.float32)
+        return np.array([self._vectors[text] for text in texts], dtype=np.float32)
+
+
+class GapReporter:
+    """Computes reports off the event loop and keeps each (period, tenant) one: the period's
+    end is rounded up to `granularity`, so the same `--since` within it is one report (a
+    turn ended since it was computed shows from the next one)."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        embedder: Callable[[], Embedder],
+        granularity: timedelta = timedelta(minutes=1),
+        kept: int = 32,
+    ) -> None:
+        self._sessions = sessions
+        self._embed = EmbeddingCache(embedder)
+        self._granularity = granularity
+        self._kept = kept
+        self._reports: dict[tuple[datetime, datetime, str | None], list[GapGroup]] = {}
+        self._lock = asyncio.Lock()  # one computation at a time: they share the embedder
+
+    def period(self, length: timedelta, now: datetime) -> tuple[datetime, datetime]:
+        step = self._granularity.total_seconds()
+        until = datetime.fromtimestamp(-(-now.timestamp() // step) * step, now.tzinfo)
+        return until - length, until
+
+    async def report(
+        self,
+        since: datetime,
+        until: datetime,
+        prefix: str | None,
+        offset: int = 0,
+        limit: int = 20,
+    ) -> GapReport:
+        """One page of the report of [since, until) for a tenant (`prefix`; None: all)."""
+        key = (since, until, prefix)
+        async with self._lock:
+            groups = self._reports.get(key)
+            if groups is None:
+                async with self._sessions() as session:
+                    turns = await load_gap_turns(session, since, until, prefix)
+                    previous = await load_gap_turns(session, since - (until - since), since, prefix)
+                groups = await asyncio.to_thread(group_report, turns, previous, self._embed)
+                if len(self._reports) >= self._kept:
+                    self._reports.pop(next(iter(self._reports)))
+                self._reports[key] = groups
+        return GapReport(
+            since=since,
+            until=until,
+            questions=sum(group.count for group in groups),
+            groups=groups[offset : offset + limit],
+            total_groups=len(groups),
+            offset=offset,
+        )
+
+
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class BadPeriod(ValueError):
+    """A period that is not a positive number of minutes, hours, days or weeks."""
+
+
+def parse_period(text: str) -> timedelta:
+    """`30m`, `24h`, `7d`, `2w` as a timedelta."""
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit not in _UNITS or not number.isdigit() or int(number) == 0:
+        raise BadPeriod(f"period {text!r}: use a positive whole number and m, h, d or w (e.g. 7d)")
+    return timedelta(**{_UNITS[unit]: int(number)})
+
+
+def reporter_for(settings: Settings, sessions: async_sessionmaker[AsyncSession]) -> GapReporter:
+    """A reporter embedding with the knowledge base's embedder (loaded on its first report)."""
+    knowledge = settings.knowledge
+    return GapReporter(
+        sessions, lambda: get_embedder(knowledge.embedder, knowledge.model_cache_dir)
+    )

@@ -1,0 +1,137 @@
+"""Turns' outcomes over time: the outcome mix per day, the resolution rate (conversations
+the bot answered without a person or a 👎), handoffs by reason, the cost per resolved
+conversation and the prompt-cache hit rate per memory profile."""
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Conversation, Feedback, Handoff, LLMCall, Turn
+from app.insights.gaps import within_tenant
+
+ANSWERED_BY_BOT = ("answered", "expert")
+
+
+@dataclass
+class Day:
+    day: date
+    outcomes: Counter[str] = field(default_factory=Counter)
+    conversations: int = 0
+    resolved: int = 0
+
+    @property
+    def resolution_rate(self) -> float | None:
+        return self.resolved / self.conversations if self.conversations else None
+
+
+@dataclass
+class OutcomeReport:
+    since: datetime
+    until: datetime
+    days: list[Day]
+    outcomes: Counter[str]
+    conversations: int
+    resolved: int
+    handoffs_by_reason: Counter[str]
+    cost_usd: float
+    cache_hit_rate_by_profile: dict[str, float]
+
+    @property
+    def resolution_rate(self) -> float | None:
+        return self.resolved / self.conversations if self.conversations else None
+
+    @property
+    def cost_per_resolved(self) -> float | None:
+        """All that was spent on LLM calls in the period, per conversation resolved."""
+        return self.cost_usd / self.resolved if self.resolved else None
+
+
+def resolved(outcomes: list[str], handed_off: bool) -> bool:
+    """Answered by the bot at least once, with no handoff, no 👎 and no failed turn."""
+    return (
+        not handed_off
+        and any(o in ANSWERED_BY_BOT for o in outcomes)
+        and not {"handed_off", "rated_down", "failed"} & set(outcomes)
+    )
+
+
+async def outcome_report(
+    session: AsyncSession, since: datetime, until: datetime, prefix: str | None
+) -> OutcomeReport:
+    """The figures of the turns started in [since, until) in the caller's conversations
+    (`prefix`; None: all). A turn with a 👎 counts as `rated_down`; a failed or
+    interrupted one as `failed`."""
+    in_period = (Turn.started_at >= since) & (Turn.started_at < until)
+    rated_down = {
+        (row.conversation_id, row.turn)
+        for row in await session.execute(
+            # A rating comes after its turn: older ones rate older turns.
+            select(Feedback.conversation_id, Feedback.turn).where(
+                Feedback.rating == "down", Feedback.created_at >= since
+            )
+        )
+    }
+    turns = await session.execute(
+        select(Turn.conversation_id, Turn.number, Turn.status, Turn.outcome, Turn.started_at)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(in_period, within_tenant(prefix), Turn.status != "running")
+    )
+    by_day: dict[date, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for row in turns:
+        if (row.conversation_id, row.number) in rated_down:
+            outcome = "rated_down"
+        elif row.status in ("failed", "interrupted"):
+            outcome = "failed"
+        else:
+            outcome = row.outcome or "failed"
+        by_day[row.started_at.date()][row.conversation_id].append(outcome)
+    handoffs = list(
+        await session.execute(
+            select(Handoff.conversation_id, Handoff.reason, Handoff.opened_at)
+            .join(Conversation, Conversation.id == Handoff.conversation_id)
+            .where(Handoff.opened_at >= since, Handoff.opened_at < until, within_tenant(prefix))
+        )
+    )
+    handed = {(row.opened_at.date(), row.conversation_id) for row in handoffs}
+    days = []
+    whole: dict[int, list[str]] = defaultdict(list)
+    for day in sorted(by_day):
+        figures = Day(day)
+        for conversation, outcomes in by_day[day].items():
+            figures.outcomes.update(outcomes)
+            figures.conversations += 1
+            figures.resolved += resolved(outcomes, (day, conversation) in handed)
+            whole[conversation] += outcomes
+        days.append(figures)
+    handed_ever = {conversation for _, conversation in handed}
+    calls = await session.execute(
+        select(
+            Conversation.profile,
+            func.sum(LLMCall.cost_usd),
+            func.sum(LLMCall.cached_tokens),
+            func.sum(LLMCall.input_tokens),
+        )
+        .join(Conversation, Conversation.id == LLMCall.conversation_id)
+        .where(LLMCall.created_at >= since, LLMCall.created_at < until, within_tenant(prefix))
+        .group_by(Conversation.profile)
+    )
+    cost = 0.0
+    hit_rates = {}
+    for profile, spent, cached, sent in calls:
+        cost += float(spent or 0)
+        if sent:
+            hit_rates[profile] = float(cached or 0) / float(sent)
+    return OutcomeReport(
+        since=since,
+        until=until,
+        days=days,
+        outcomes=sum((day.outcomes for day in days), Counter()),
+        conversations=len(whole),
+        resolved=sum(resolved(o, c in handed_ever) for c, o in whole.items()),
+        handoffs_by_reason=Counter(row.reason for row in handoffs),
+        cost_usd=cost,
+        cache_hit_rate_by_profile=hit_rates,
+    )

@@ -1,0 +1,51 @@
+"""`supportbot insights gaps`: the seeded report as a table and as JSON."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.db import migrate
+from app.settings import get_settings
+
+from .seed import MOBILE_APP, known_outcomes, seed
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def seeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("SUPPORTBOT_DB__URL", url)
+    get_settings.cache_clear()
+    migrate.upgrade(url)
+    seed(url, known_outcomes())
+    yield url
+    get_settings.cache_clear()
+
+
+def test_gaps_as_json_and_as_a_table(seeded: str) -> None:
+    found = runner.invoke(cli, ["insights", "gaps", "--since", "7d", "--json"])
+    assert found.exit_code == 0, found.output
+    report = json.loads(found.output)
+    assert report["questions"] == 11
+    counts = [group["count"] for group in report["groups"]]
+    assert counts == sorted(counts, reverse=True) and counts[0] == 5
+    mobile = next(g for g in report["groups"] if g["name"] in MOBILE_APP)
+    assert mobile["count"] == 4 and mobile["pages"] == []
+
+    own = runner.invoke(cli, ["insights", "gaps", "--json", "--prefix", "api:acme:"])
+    assert json.loads(own.output)["questions"] == 10
+
+    table = runner.invoke(cli, ["insights", "gaps", "--since", "7d"], env={"COLUMNS": "240"})
+    assert table.exit_code == 0, table.output
+    assert "11 questions" in table.output and mobile["name"] in table.output
+    assert "none: write one" in table.output
+
+
+def test_a_bad_period_is_refused(seeded: str) -> None:
+    refused = runner.invoke(cli, ["insights", "gaps", "--since", "week"])
+    assert refused.exit_code == 2 and "7d" in refused.output
