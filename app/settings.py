@@ -5,6 +5,8 @@ profiles, handoff.
 Every field has an embedded default so the service runs with no configuration at all.
 Relative paths (`var/qdrant`, `sqlite:///./var/supportbot.db`, a sample path) resolve
 against one root, `SUPPORTBOT_HOME` (see `default_home`), never the working directory.
+One module: pydantic-settings reads the groups as one tree, and docs/configuration.md is
+generated from it (`supportbot docs config`).
 """
 
 import ipaddress

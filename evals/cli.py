@@ -2,7 +2,8 @@
 or once to score how the answers read.
 
 The evals, LangChain and the knowledge base are imported by the commands that use them, so
-that `supportbot --help` does not load them.
+that `supportbot --help` does not load them. One module: the `eval` command group, each
+command a thin shell over its evals module.
 """
 
 import json

@@ -7,6 +7,8 @@ is returned raw; `evals.metrics` turns it into numbers. The service hands conver
 to a person as the app does (`HandoffService`, for the audiences `handoff.audiences`
 names): a scenario's closing `handoff` turn opens one, and its card's summary call is
 kept apart from the answered turns.
+
+One module: a run's set-up, its turns and what it records share one database and clock.
 """
 
 import json

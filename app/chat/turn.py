@@ -2,7 +2,8 @@
 conversation, store the user's message, run the agent under the turn's deadline (or let
 the route take the turn), store the outcome, and tell the caller through `emit`. A failure
 after the message is stored ends the turn `failed` or `interrupted`; one the database
-cannot record leaves it `running` until the next turn or start closes it."""
+cannot record leaves it `running` until the next turn or start closes it. One module: every
+path of a turn (answered, taken by a route, failed, interrupted) ends in the same place."""
 
 import asyncio
 import logging

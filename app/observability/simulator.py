@@ -6,7 +6,8 @@ gives the cached and cache-written tokens per request. A request is a token list
 `request_tokens`, a deterministic serialisation of what the provider would receive.
 
 The presets follow the providers' documentation (read 2026-10); numbers the providers
-do not publish are marked as assumptions where they are set.
+do not publish are marked as assumptions where they are set. One module: the providers'
+rules and the simulator that applies them are read together.
 """
 
 import hashlib
