@@ -1,5 +1,6 @@
 """What the client is told, in their language (English where there is no wording for it):
-a person takes over (and when), and the bot answers again once the person is done."""
+a person takes over (and when), the bot answers again once the person is done, or at once
+when the client did not want a person after all."""
 
 from datetime import datetime
 
@@ -48,6 +49,18 @@ def takeover_notice(language: str, next_shift: datetime | None) -> str:
         )
         when = _LATER[language].format(start=start)
     return _TAKEOVER[language].format(when=when)
+
+
+_BOT_BACK = {
+    "en": "All right, no person then: I am answering your questions again.",
+    "de": "In Ordnung, dann ohne Mitarbeiter: Ich beantworte Ihre Fragen wieder.",
+    "ru": "Хорошо, без сотрудника: я снова отвечаю на ваши вопросы.",
+}
+
+
+def bot_back_notice(language: str) -> str:
+    """The client did not want a person after all, and nobody had taken over yet."""
+    return _BOT_BACK.get(language, _BOT_BACK["en"])
 
 
 def resumed_notice(language: str) -> str:

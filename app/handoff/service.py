@@ -33,7 +33,7 @@ from app.decisions.decider import Decision, MessageDecider, decider_for
 from app.handoff import metrics, store
 from app.handoff.card import HandoffCard, build_card, summarize_for_card
 from app.handoff.hours import next_shift_start
-from app.handoff.notices import resumed_notice, takeover_notice
+from app.handoff.notices import bot_back_notice, resumed_notice, takeover_notice
 from app.handoff.store import HandoffConflict
 from app.observability.calls import UsageCollector
 from app.observability.tracing import Tracer
@@ -148,7 +148,7 @@ class HandoffService:
         if route.kind == "bot_back":
             decision, handoff = route.detail
             await self._give_back(held, handoff, request.author)
-            return Taken(resumed_notice(decision.language), "bot_back")
+            return Taken(bot_back_notice(decision.language), "bot_back")
         return Taken("", "quiet")
 
     def _how_sure(self, decision: Decision) -> str:
