@@ -3,7 +3,7 @@
 // charts are inline SVG drawn here (nothing loaded from elsewhere). Staff only.
 (function () {
   "use strict";
-  var TOKEN_KEY = "supportbot.token";  // the same sign-in as the assistant (widget.js)
+  var staff = window.SupportbotStaff, el = staff.el;  // staff.js
   var SVG = "http://www.w3.org/2000/svg";
   var PAGE = 10;  // topics per request
   var OUTCOMES = [  // drawing order, bottom up, and colours
@@ -15,24 +15,7 @@
   var errors = $("in-error");
   var offset = 0;
 
-  function headers() {
-    var token = localStorage.getItem(TOKEN_KEY);
-    return token ? { authorization: "Bearer " + token } : {};
-  }
-
-  async function api(path) {
-    var r = await fetch(path, { headers: headers() });
-    var data = await r.json().catch(function () { return {}; });
-    if (!r.ok) throw new Error(data.detail || ("HTTP " + r.status));
-    return data;
-  }
-
-  function el(tag, text, className) {
-    var node = document.createElement(tag);
-    if (text !== undefined && text !== null) node.textContent = text;
-    if (className) node.className = className;
-    return node;
-  }
+  function api(path) { return staff.api("GET", path); }
 
   function svg(tag, attributes, text) {
     var node = document.createElementNS(SVG, tag);
@@ -231,31 +214,17 @@
     } catch (e) { errors.textContent = e.message; }
   }
 
-  async function signedIn() {
-    var r = await fetch("/v1/widget/me", { headers: headers() });
-    if (!r.ok) return false;
-    $("in-me").textContent = "Signed in as " + (await r.json()).name;
-    $("sb-login").hidden = true;
+  async function signedIn(name) {
+    $("in-me").textContent = "Signed in as " + name;
     $("in-body").hidden = false;
     document.querySelector(".in-period").hidden = false;
     await refresh();
-    return true;
   }
 
-  $("sb-login").addEventListener("submit", async function (e) {
-    e.preventDefault();
-    localStorage.setItem(TOKEN_KEY, $("sb-token").value.trim());
-    if (!(await signedIn())) {
-      localStorage.removeItem(TOKEN_KEY);
-      $("sb-login-error").textContent = "That token was not accepted.";
-    }
-  });
   $("in-since").addEventListener("change", refresh);
   $("in-more").addEventListener("click", function () {
     showGaps($("in-since").value, true).catch(function (e) { errors.textContent = e.message; });
   });
 
-  signedIn().then(function (ok) {
-    if (!ok) { $("sb-login").hidden = false; $("sb-token").focus(); }
-  });
+  staff.signIn(signedIn);
 })();

@@ -3,32 +3,11 @@
 // reply in the client's chat under your name, resolve it and the bot answers again.
 (function () {
   "use strict";
-  var TOKEN_KEY = "supportbot.token";  // the same sign-in as the assistant (widget.js)
+  var staff = window.SupportbotStaff, api = staff.api, el = staff.el;  // staff.js
   var REFRESH_MS = 10000;
   var $ = function (id) { return document.getElementById(id); };
   var list = $("hq-list"), errors = $("hq-error");
   var me = null;
-
-  function headers() {
-    var h = { "content-type": "application/json" };
-    var token = localStorage.getItem(TOKEN_KEY);
-    if (token) h.authorization = "Bearer " + token;
-    return h;
-  }
-
-  async function api(method, path, body) {
-    var r = await fetch(path, { method: method, headers: headers(), body: body ? JSON.stringify(body) : undefined });
-    var data = await r.json().catch(function () { return {}; });
-    if (!r.ok) throw new Error(data.detail || ("HTTP " + r.status));
-    return data;
-  }
-
-  function el(tag, text, className) {
-    var node = document.createElement(tag);
-    if (text !== undefined && text !== null) node.textContent = text;
-    if (className) node.className = className;
-    return node;
-  }
 
   function field(dl, name, value) {
     dl.appendChild(el("dt", name));
@@ -143,31 +122,17 @@
     } catch (e) { errors.textContent = e.message; }
   }
 
-  async function signedIn() {
-    var r = await fetch("/v1/widget/me", { headers: headers() });
-    if (!r.ok) return false;
-    me = (await r.json()).name;
+  async function signedIn(name) {
+    me = name;
     $("hq-me").textContent = "Signed in as " + me;
-    $("sb-login").hidden = true;
     list.hidden = false; $("hq-refresh").hidden = false;
     await refresh();
     setInterval(function () {
       if (!list.querySelector("textarea:focus")) refresh();  // never under the cursor
     }, REFRESH_MS);
-    return true;
   }
 
-  $("sb-login").addEventListener("submit", async function (e) {
-    e.preventDefault();
-    localStorage.setItem(TOKEN_KEY, $("sb-token").value.trim());
-    if (!(await signedIn())) {
-      localStorage.removeItem(TOKEN_KEY);
-      $("sb-login-error").textContent = "That token was not accepted.";
-    }
-  });
   $("hq-refresh").addEventListener("click", refresh);
 
-  signedIn().then(function (ok) {
-    if (!ok) { $("sb-login").hidden = false; $("sb-token").focus(); }
-  });
+  staff.signIn(signedIn);
 })();
