@@ -117,7 +117,7 @@ def _open(location: str, opener: Callable[[], Opened]) -> Opened:
 
 @contextmanager
 def _knowledge_base() -> Iterator["KnowledgeBase"]:
-    from knowledge.ingest import EmbedderMismatch
+    from knowledge.client import EmbedderMismatch
     from knowledge.store import KnowledgeBase
 
     settings = _settings().knowledge
@@ -150,9 +150,14 @@ def _store() -> Iterator["KnowledgeClient"]:
 
 
 def _require_collection(kb: "KnowledgeBase | KnowledgeClient", name: str) -> None:
-    existing = sorted(collection.name for collection in kb.client.get_collections().collections)
+    from knowledge.client import KnowledgeClient
+
+    store = kb if isinstance(kb, KnowledgeClient) else kb.knowledge
+    existing = store.collection_names()
     if name in existing:
         return
+    if store.notice:  # e.g. an old local-mode store: say how to move it, not "empty"
+        _fail(store.notice)
     holds = (
         f"it holds {', '.join(existing)}"
         if existing
@@ -187,6 +192,8 @@ def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]
         TimeElapsedColumn,
     )
 
+    from knowledge.ingest import BUILDING_INDEX
+
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -197,7 +204,9 @@ def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]
         transient=True,
     ) as bar:
         task = bar.add_task(description, total=total, source="")
-        yield lambda source: bar.update(task, advance=1, source=source)
+        yield lambda source: bar.update(
+            task, advance=0 if source == BUILDING_INDEX else 1, source=source
+        )
 
 
 def _ingest_with_progress(
@@ -378,7 +387,7 @@ def run_bench(
     the dev conversations, the held-out and the translated questions, dense alone and fused
     with BM25, and time searches."""
     from knowledge import bench
-    from knowledge.ingest import EmbedderMismatch
+    from knowledge.client import EmbedderMismatch
     from knowledge.store import KnowledgeBase
 
     settings = _settings()
