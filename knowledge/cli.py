@@ -382,10 +382,18 @@ def run_bench(
         str, typer.Option(help="search only passages in this language ('': all, as the service)")
     ] = "",
     output: Annotated[Path | None, typer.Option(help="also write the figures as JSON")] = None,
+    scale: Annotated[
+        str,
+        typer.Option(
+            help="instead of retrieval: sizes in points, e.g. 20000,100000 - the manuals plus "
+            "generated filler in qdrant-client's local mode and in Qdrant Edge, side by side"
+        ),
+    ] = "",
 ) -> None:
     """Ingest KB_DIR into a local store (time, chunks, peak memory), then score retrieval on
-    the dev conversations, the held-out and the translated questions, dense alone and fused
-    with BM25, and time searches."""
+    the dev conversations, the held-out and the translated questions, dense alone, fused
+    with BM25 and with Qdrant's sparse BM25, and time searches; or (--scale) time the
+    embedded stores at larger sizes."""
     from knowledge import bench
     from knowledge.client import EmbedderMismatch
     from knowledge.store import KnowledgeBase
@@ -407,6 +415,10 @@ def run_bench(
         _fail(f"no dev conversations {found} (--evals-dir)", 2)
     if output and not output.resolve().parent.is_dir():
         _fail(f"no folder {output.resolve().parent} to write --output into", 2)
+    try:
+        sizes = [int(size) for size in scale.replace("_", "").split(",") if size.strip()]
+    except ValueError:
+        _fail(f"--scale {scale!r}: give sizes in points separated by commas, e.g. 20000,100000", 2)
     knowledge = settings.knowledge
     chosen = _embedder(embedder)
     with TemporaryDirectory(prefix="kb-bench-") as temporary:
@@ -428,13 +440,72 @@ def run_bench(
                 ),
             )
             try:
-                figures = _bench(kb, kb_dir, len(files), evals_dir, language, knowledge.top_k)
+                figures = (
+                    _scale_bench(kb, kb_dir, len(files), evals_dir, sizes, Path(temporary))
+                    if sizes
+                    else _bench(kb, kb_dir, len(files), evals_dir, language, knowledge.top_k)
+                )
             except EmbedderMismatch as exc:  # a --qdrant-path another embedder filled
                 _fail(str(exc))
             finally:
                 kb.close()
     if output:
         output.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+
+
+def _scale_bench(
+    kb: "KnowledgeBase", kb_dir: Path, files: int, evals_dir: Path, sizes: list[int], work: Path
+) -> dict[str, Any]:
+    from rich.table import Table
+
+    from knowledge import bench, scale
+    from knowledge.edge import EdgeStore
+
+    console = _console()
+    if not isinstance(kb.knowledge, EdgeStore):  # pragma: no cover - open_local makes one
+        _fail("--scale reads the manuals' passages out of a Qdrant Edge store")
+    with _file_progress("Ingesting", files) as progress:
+        measured = bench.measure_ingest(kb, kb_dir, progress=progress)
+    _print_report(measured.report)
+    passages = scale.passages_of(kb.knowledge, kb.collection)
+    queries = [
+        [float(x) for x in kb.embedder.embed_query(query.text)]
+        for query in bench.load_eval_queries(evals_dir, "turn")
+    ]
+    console.print(
+        f"{len(passages)} passages of the manuals, {len(queries)} dev questions as searches "
+        f"of {scale.SEARCH_LIMIT}; each store and size in a process of its own"
+    )
+    columns = (
+        "engine",
+        "points",
+        "upsert s",
+        "optimize s",
+        "search p50/p95 ms",
+        "filtered p50/p95 ms",
+        "peak RSS MB",
+    )
+    table = Table(*columns)
+
+    def report(figures: "scale.ScaleFigures") -> None:
+        console.print(figures.as_dict())
+        table.add_row(
+            figures.engine,
+            f"{figures.points:,}",
+            f"{figures.upsert_seconds:.1f}",
+            f"{figures.optimize_seconds:.1f}",
+            f"{figures.search_p50_ms:.2f} / {figures.search_p95_ms:.2f}",
+            f"{figures.filtered_p50_ms:.2f} / {figures.filtered_p95_ms:.2f}",
+            f"{figures.peak_rss_mb:.0f}",
+        )
+
+    results = scale.run(passages, queries, sizes, work, report=report)
+    console.print(table)
+    return {
+        "embedder": kb.embedder.name,
+        "passages": len(passages),
+        "scale": [figures.as_dict() for figures in results],
+    }
 
 
 def _query_sets(evals_dir: Path) -> dict[str, list["bench.EvalQuery"]]:
@@ -506,6 +577,9 @@ def _bench(
         "dense": kb.with_options(keyword_weight=0.0, static_weight=0.0),
         f"+ {words} BM25": kb.with_options(static_weight=0.0),
         f"+ {words} BM25 + {static} WordLlama": kb,
+        "Qdrant's sparse BM25, RRF": kb.with_options(
+            hybrid=True, keyword_weight=0.0, static_weight=0.0
+        ),
     }
     table = Table("queries", "mode", "n", "hit@1", "hit@5", "MRR@10")
     for name, queries in query_sets.items():
