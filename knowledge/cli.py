@@ -382,6 +382,13 @@ def run_bench(
         str, typer.Option(help="search only passages in this language ('': all, as the service)")
     ] = "",
     output: Annotated[Path | None, typer.Option(help="also write the figures as JSON")] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="the embedded store: edge (Qdrant Edge, the default) or qdrant-local "
+            "(qdrant-client's local mode, for comparison)"
+        ),
+    ] = "edge",
     scale: Annotated[
         str,
         typer.Option(
@@ -419,6 +426,8 @@ def run_bench(
         sizes = [int(size) for size in scale.replace("_", "").split(",") if size.strip()]
     except ValueError:
         _fail(f"--scale {scale!r}: give sizes in points separated by commas, e.g. 20000,100000", 2)
+    if engine not in ("edge", "qdrant-local"):
+        _fail(f"--engine {engine!r}: edge or qdrant-local", 2)
     knowledge = settings.knowledge
     chosen = _embedder(embedder)
     with TemporaryDirectory(prefix="kb-bench-") as temporary:
@@ -431,6 +440,7 @@ def run_bench(
                     store,
                     collection="bench",
                     embedder=chosen,
+                    engine="edge" if sizes else engine,
                     language=knowledge.language,
                     keyword_weight=knowledge.keyword_weight,
                     static_weight=knowledge.static_weight,

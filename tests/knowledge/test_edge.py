@@ -90,3 +90,19 @@ def test_kb_bench_scale_puts_both_embedded_stores_side_by_side(tmp_path: Path) -
         assert row["searches"] > 0 and row["peak_rss_mb"] > 0
         assert 0 < row["search_p50_ms"] <= row["search_p95_ms"]
         assert 0 < row["filtered_p50_ms"] <= row["filtered_p95_ms"]
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (
+            ["--scale", "20k"],
+            "--scale '20k': give sizes in points separated by commas, e.g. 20000,100000",
+        ),
+        (["--engine", "sqlite"], "--engine 'sqlite': edge or qdrant-local"),
+    ],
+)
+def test_kb_bench_names_a_bad_scale_or_engine(option: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["kb", "bench", "--kb-dir", str(SAMPLE_KB), *option])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {message}"
