@@ -383,12 +383,12 @@ def run_bench(
     ] = "",
     output: Annotated[Path | None, typer.Option(help="also write the figures as JSON")] = None,
     engine: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="the embedded store: edge (Qdrant Edge, the default) or qdrant-local "
-            "(qdrant-client's local mode, for comparison)"
+            "(qdrant-client's local mode, for comparison); with --scale, only that one"
         ),
-    ] = "edge",
+    ] = None,
     scale: Annotated[
         str,
         typer.Option(
@@ -426,7 +426,7 @@ def run_bench(
         sizes = [int(size) for size in scale.replace("_", "").split(",") if size.strip()]
     except ValueError:
         _fail(f"--scale {scale!r}: give sizes in points separated by commas, e.g. 20000,100000", 2)
-    if engine not in ("edge", "qdrant-local"):
+    if engine not in (None, "edge", "qdrant-local"):
         _fail(f"--engine {engine!r}: edge or qdrant-local", 2)
     knowledge = settings.knowledge
     chosen = _embedder(embedder)
@@ -440,7 +440,7 @@ def run_bench(
                     store,
                     collection="bench",
                     embedder=chosen,
-                    engine="edge" if sizes else engine,
+                    engine="edge" if sizes else engine or "edge",
                     language=knowledge.language,
                     keyword_weight=knowledge.keyword_weight,
                     static_weight=knowledge.static_weight,
@@ -451,7 +451,7 @@ def run_bench(
             )
             try:
                 figures = (
-                    _scale_bench(kb, kb_dir, len(files), evals_dir, sizes, Path(temporary))
+                    _scale_bench(kb, kb_dir, files, evals_dir, sizes, engine, Path(temporary))
                     if sizes
                     else _bench(kb, kb_dir, len(files), evals_dir, language, knowledge.top_k)
                 )
@@ -464,7 +464,13 @@ def run_bench(
 
 
 def _scale_bench(
-    kb: "KnowledgeBase", kb_dir: Path, files: int, evals_dir: Path, sizes: list[int], work: Path
+    kb: "KnowledgeBase",
+    kb_dir: Path,
+    files: list[Path],
+    evals_dir: Path,
+    sizes: list[int],
+    engine: str | None,
+    work: Path,
 ) -> dict[str, Any]:
     from rich.table import Table
 
@@ -474,7 +480,7 @@ def _scale_bench(
     console = _console()
     if not isinstance(kb.knowledge, EdgeStore):  # pragma: no cover - open_local makes one
         _fail("--scale reads the manuals' passages out of a Qdrant Edge store")
-    with _file_progress("Ingesting", files) as progress:
+    with _file_progress("Ingesting", len(files)) as progress:
         measured = bench.measure_ingest(kb, kb_dir, progress=progress)
     _print_report(measured.report)
     passages = scale.passages_of(kb.knowledge, kb.collection)
@@ -484,7 +490,8 @@ def _scale_bench(
     ]
     console.print(
         f"{len(passages)} passages of the manuals, {len(queries)} dev questions as searches "
-        f"of {scale.SEARCH_LIMIT}; each store and size in a process of its own"
+        f"of {scale.SEARCH_LIMIT}; each store and size built, then searched, in processes "
+        "of their own"
     )
     columns = (
         "engine",
@@ -493,7 +500,7 @@ def _scale_bench(
         "optimize s",
         "search p50/p95 ms",
         "filtered p50/p95 ms",
-        "peak RSS MB",
+        "peak RSS MB: build / serve",
     )
     table = Table(*columns)
 
@@ -506,10 +513,11 @@ def _scale_bench(
             f"{figures.optimize_seconds:.1f}",
             f"{figures.search_p50_ms:.2f} / {figures.search_p95_ms:.2f}",
             f"{figures.filtered_p50_ms:.2f} / {figures.filtered_p95_ms:.2f}",
-            f"{figures.peak_rss_mb:.0f}",
+            f"{figures.build_peak_rss_mb:.0f} / {figures.serving_peak_rss_mb:.0f}",
         )
 
-    results = scale.run(passages, queries, sizes, work, report=report)
+    engines = (engine,) if engine else scale.ENGINES
+    results = scale.run(passages, queries, sizes, work, engines, report)
     console.print(table)
     return {
         "embedder": kb.embedder.name,

@@ -3,10 +3,11 @@
 The GnuCash passages (ingested for real: e5 vectors, BM25 vectors, payloads) are padded
 with generated filler to each size: random unit vectors (the e5 size), text drawn from
 the manuals' words, and languages and pages spread like a multilingual help centre. For
-each store and size a fresh process upserts every point, builds the index (`optimize`,
-Qdrant Edge only), then runs the dev questions' vectors as searches of 32 points (the
-depth the service asks for at k = 4) without a filter and filtered to one language, and
-reports its own peak RSS. The engines run one after the other in the same invocation.
+each store and size a fresh process upserts every point and builds the index
+(`optimize`, Qdrant Edge only); then another fresh process opens the store as the service
+would and runs the dev questions' vectors as searches of 32 points (the depth the service
+asks for at k = 4) without a filter and filtered to one language. Each reports its own
+peak RSS. The engines run one after the other in the same invocation.
 """
 
 import multiprocessing
@@ -42,11 +43,12 @@ class ScaleFigures:
     points: int
     upsert_seconds: float
     optimize_seconds: float
+    build_peak_rss_mb: float
     search_p50_ms: float
     search_p95_ms: float
     filtered_p50_ms: float
     filtered_p95_ms: float
-    peak_rss_mb: float
+    serving_peak_rss_mb: float  # the process that opened the built store and searched it
     searches: int
 
     def as_dict(self) -> dict[str, Any]:
@@ -119,10 +121,8 @@ def filler_points(
         yield batch
 
 
-def measure(
-    engine: str, points: int, data: Path, store_path: Path, language: str = "en"
-) -> ScaleFigures:
-    """One engine at one size, in this process (`run` gives each a process of its own)."""
+def build(engine: str, points: int, data: Path, store_path: Path) -> dict[str, Any]:
+    """Upsert `points` points and build the index, in this process: times and peak RSS."""
     passages, queries = pickle.loads(data.read_bytes())
     dimension = len(queries[0])
     store = KnowledgeClient.open_local(store_path, engine)
@@ -136,23 +136,39 @@ def measure(
         upserted = time.perf_counter()
         store.optimize(_COLLECTION)
         optimized = time.perf_counter()
-        plain = _timed(store, queries, None)
-        filtered = _timed(store, queries, language)
-        return ScaleFigures(
-            engine=engine,
-            points=store.count(_COLLECTION),
-            upsert_seconds=round(upserted - started, 1),
-            optimize_seconds=round(optimized - upserted, 1),
-            search_p50_ms=round(percentile(plain, 50), 2),
-            search_p95_ms=round(percentile(plain, 95), 2),
-            filtered_p50_ms=round(percentile(filtered, 50), 2),
-            filtered_p95_ms=round(percentile(filtered, 95), 2),
-            # ru_maxrss: this process's peak, in KiB on Linux.
-            peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-            searches=len(plain),
-        )
     finally:
         store.release()
+    return {
+        "upsert_seconds": round(upserted - started, 1),
+        "optimize_seconds": round(optimized - upserted, 1),
+        "build_peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def serve(engine: str, data: Path, store_path: Path, language: str = "en") -> dict[str, Any]:
+    """Open a built store and time the searches, in this process: latencies and peak RSS."""
+    _, queries = pickle.loads(data.read_bytes())
+    store = KnowledgeClient.open_local(store_path, engine)
+    try:
+        plain = _timed(store, queries, None)
+        filtered = _timed(store, queries, language)
+        points = store.count(_COLLECTION)
+    finally:
+        store.release()
+    return {
+        "points": points,
+        "search_p50_ms": round(percentile(plain, 50), 2),
+        "search_p95_ms": round(percentile(plain, 95), 2),
+        "filtered_p50_ms": round(percentile(filtered, 50), 2),
+        "filtered_p95_ms": round(percentile(filtered, 95), 2),
+        "serving_peak_rss_mb": _peak_rss_mb(),
+        "searches": len(plain),
+    }
+
+
+def _peak_rss_mb() -> float:
+    # ru_maxrss: this process's peak, in KiB on Linux.
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def _timed(store: KnowledgeClient, queries: list[list[float]], language: str | None) -> list[float]:
@@ -174,17 +190,20 @@ def run(
     engines: tuple[str, ...] = ENGINES,
     report: Callable[[ScaleFigures], None] | None = None,
 ) -> list[ScaleFigures]:
-    """Each engine at each size in a fresh process, one at a time, on stores under `work`."""
+    """Each engine at each size built, then searched, in fresh processes, one at a time, on
+    stores under `work`."""
     data = work / "points.pickle"
     data.write_bytes(pickle.dumps((passages, queries)))
     figures = []
     spawn = multiprocessing.get_context("spawn")
     for size in sizes:
         for engine in engines:
+            store = work / f"{engine}-{size}"
             with ProcessPoolExecutor(1, mp_context=spawn) as child:
-                measured = child.submit(
-                    measure, engine, size, data, work / f"{engine}-{size}"
-                ).result()
+                built = child.submit(build, engine, size, data, store).result()
+            with ProcessPoolExecutor(1, mp_context=spawn) as child:
+                served = child.submit(serve, engine, data, store).result()
+            measured = ScaleFigures(engine=engine, **built, **served)
             figures.append(measured)
             if report:
                 report(measured)

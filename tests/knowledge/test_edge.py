@@ -87,9 +87,19 @@ def test_kb_bench_scale_puts_both_embedded_stores_side_by_side(tmp_path: Path) -
     assert figures["passages"] < 300
     for row in rows.values():
         assert row["points"] == 300  # the manuals' passages plus generated filler
-        assert row["searches"] > 0 and row["peak_rss_mb"] > 0
+        assert row["searches"] > 0
+        assert row["build_peak_rss_mb"] > 0 and row["serving_peak_rss_mb"] > 0
         assert 0 < row["search_p50_ms"] <= row["search_p95_ms"]
         assert 0 < row["filtered_p50_ms"] <= row["filtered_p95_ms"]
+
+
+def test_kb_bench_scale_with_an_engine_measures_that_one_only(tmp_path: Path) -> None:
+    output = tmp_path / "scale.json"
+    arguments = ["--kb-dir", str(SAMPLE_KB), "--scale", "100,200", "--engine", "edge"]
+    result = CliRunner().invoke(cli, ["kb", "bench", *arguments, "--output", str(output)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(output.read_text())["scale"]
+    assert [(row["engine"], row["points"]) for row in rows] == [("edge", 100), ("edge", 200)]
 
 
 @pytest.mark.parametrize(
