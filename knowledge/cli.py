@@ -7,6 +7,7 @@ Settings, Qdrant and the embedders are imported by the commands that use them, s
 """
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
     from knowledge.store import KnowledgeBase
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
+# The store's start-up notice (an old local-mode store) is these commands' own error line;
+# without logging configured, Python would also print the logged copy. `serve` configures
+# logging, and its handlers still receive it.
+logging.getLogger("knowledge.client").addHandler(logging.NullHandler())
 DEFAULT_EMBEDDER = "e5"  # knowledge.embeddings.DEFAULT_EMBEDDER, without loading numpy
 # Where `make eval-data` copies the GnuCash manuals from Debian's gnucash-docs, under the home.
 MANUALS = Path("var") / "manuals"

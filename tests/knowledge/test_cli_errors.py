@@ -319,6 +319,25 @@ def test_a_local_mode_store_found_at_start_up_says_how_to_move_it(
     assert (store / "meta.json").is_file()
 
 
+def test_the_installed_command_names_a_local_mode_store_in_one_line(tmp_path: Path) -> None:
+    store = local_mode_store(tmp_path / "store")
+    environment = {
+        name: value for name, value in os.environ.items() if not name.startswith("SUPPORTBOT_")
+    }
+    environment["SUPPORTBOT_KNOWLEDGE__QDRANT_PATH"] = str(store)
+    finished = subprocess.run(
+        [str(SUPPORTBOT), "kb", "stats"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert finished.returncode == 1, finished.stderr
+    [line] = finished.stderr.strip().splitlines()  # not the logged copy as well
+    assert line.startswith(f"error: {store.resolve()} holds a knowledge base in qdrant-client's")
+
+
 def test_an_unknown_embedder(configure: pytest.MonkeyPatch) -> None:
     configure.setenv("SUPPORTBOT_KNOWLEDGE__EMBEDDER", "bert")
     line = one_line_error(run("kb", "ingest", str(SAMPLE_KB)), code=2)
