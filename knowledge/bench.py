@@ -243,14 +243,14 @@ def measure_latency(
             search_cpu_ms.append((cpu_finished - cpu_started) * 1000)
     return LatencyMeasurement(
         queries=len(search_ms),
-        embed_p50_ms=_percentile(embed_ms, 50),
-        embed_p95_ms=_percentile(embed_ms, 95),
-        search_p50_ms=_percentile(search_ms, 50),
-        search_p95_ms=_percentile(search_ms, 95),
-        search_cpu_p50_ms=_percentile(search_cpu_ms, 50),
-        search_cpu_p95_ms=_percentile(search_cpu_ms, 95),
+        embed_p50_ms=percentile(embed_ms, 50),
+        embed_p95_ms=percentile(embed_ms, 95),
+        search_p50_ms=percentile(search_ms, 50),
+        search_p95_ms=percentile(search_ms, 95),
+        search_cpu_p50_ms=percentile(search_cpu_ms, 50),
+        search_cpu_p95_ms=percentile(search_cpu_ms, 95),
     )
 
 
-def _percentile(values: list[float], percent: int) -> float:
+def percentile(values: list[float], percent: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[percent - 1]

@@ -7,6 +7,7 @@ Settings, Qdrant and the embedders are imported by the commands that use them, s
 """
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
     from knowledge.store import KnowledgeBase
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
+# The store's start-up notice (an old local-mode store) is these commands' own error line;
+# without logging configured, Python would also print the logged copy. `serve` configures
+# logging, and its handlers still receive it.
+logging.getLogger("knowledge.client").addHandler(logging.NullHandler())
 DEFAULT_EMBEDDER = "e5"  # knowledge.embeddings.DEFAULT_EMBEDDER, without loading numpy
 # Where `make eval-data` copies the GnuCash manuals from Debian's gnucash-docs, under the home.
 MANUALS = Path("var") / "manuals"
@@ -117,7 +122,7 @@ def _open(location: str, opener: Callable[[], Opened]) -> Opened:
 
 @contextmanager
 def _knowledge_base() -> Iterator["KnowledgeBase"]:
-    from knowledge.ingest import EmbedderMismatch
+    from knowledge.client import EmbedderMismatch
     from knowledge.store import KnowledgeBase
 
     settings = _settings().knowledge
@@ -150,9 +155,14 @@ def _store() -> Iterator["KnowledgeClient"]:
 
 
 def _require_collection(kb: "KnowledgeBase | KnowledgeClient", name: str) -> None:
-    existing = sorted(collection.name for collection in kb.client.get_collections().collections)
+    from knowledge.client import KnowledgeClient
+
+    store = kb if isinstance(kb, KnowledgeClient) else kb.knowledge
+    existing = store.collection_names()
     if name in existing:
         return
+    if store.notice:  # e.g. an old local-mode store: say how to move it, not "empty"
+        _fail(store.notice)
     holds = (
         f"it holds {', '.join(existing)}"
         if existing
@@ -187,6 +197,8 @@ def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]
         TimeElapsedColumn,
     )
 
+    from knowledge.ingest import BUILDING_INDEX
+
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -197,7 +209,9 @@ def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]
         transient=True,
     ) as bar:
         task = bar.add_task(description, total=total, source="")
-        yield lambda source: bar.update(task, advance=1, source=source)
+        yield lambda source: bar.update(
+            task, advance=0 if source == BUILDING_INDEX else 1, source=source
+        )
 
 
 def _ingest_with_progress(
@@ -373,12 +387,27 @@ def run_bench(
         str, typer.Option(help="search only passages in this language ('': all, as the service)")
     ] = "",
     output: Annotated[Path | None, typer.Option(help="also write the figures as JSON")] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="the embedded store: edge (Qdrant Edge, the default) or qdrant-local "
+            "(qdrant-client's local mode, for comparison); with --scale, only that one"
+        ),
+    ] = None,
+    scale: Annotated[
+        str,
+        typer.Option(
+            help="instead of retrieval: sizes in points, e.g. 20000,100000 - the manuals plus "
+            "generated filler in qdrant-client's local mode and in Qdrant Edge, side by side"
+        ),
+    ] = "",
 ) -> None:
     """Ingest KB_DIR into a local store (time, chunks, peak memory), then score retrieval on
-    the dev conversations, the held-out and the translated questions, dense alone and fused
-    with BM25, and time searches."""
+    the dev conversations, the held-out and the translated questions, dense alone, fused
+    with BM25 and with Qdrant's sparse BM25, and time searches; or (--scale) time the
+    embedded stores at larger sizes."""
     from knowledge import bench
-    from knowledge.ingest import EmbedderMismatch
+    from knowledge.client import EmbedderMismatch
     from knowledge.store import KnowledgeBase
 
     settings = _settings()
@@ -398,6 +427,12 @@ def run_bench(
         _fail(f"no dev conversations {found} (--evals-dir)", 2)
     if output and not output.resolve().parent.is_dir():
         _fail(f"no folder {output.resolve().parent} to write --output into", 2)
+    try:
+        sizes = [int(size) for size in scale.replace("_", "").split(",") if size.strip()]
+    except ValueError:
+        _fail(f"--scale {scale!r}: give sizes in points separated by commas, e.g. 20000,100000", 2)
+    if engine not in (None, "edge", "qdrant-local"):
+        _fail(f"--engine {engine!r}: edge or qdrant-local", 2)
     knowledge = settings.knowledge
     chosen = _embedder(embedder)
     with TemporaryDirectory(prefix="kb-bench-") as temporary:
@@ -410,6 +445,7 @@ def run_bench(
                     store,
                     collection="bench",
                     embedder=chosen,
+                    engine="edge" if sizes else engine or "edge",
                     language=knowledge.language,
                     keyword_weight=knowledge.keyword_weight,
                     static_weight=knowledge.static_weight,
@@ -419,13 +455,80 @@ def run_bench(
                 ),
             )
             try:
-                figures = _bench(kb, kb_dir, len(files), evals_dir, language, knowledge.top_k)
+                figures = (
+                    _scale_bench(kb, kb_dir, files, evals_dir, sizes, engine, Path(temporary))
+                    if sizes
+                    else _bench(kb, kb_dir, len(files), evals_dir, language, knowledge.top_k)
+                )
             except EmbedderMismatch as exc:  # a --qdrant-path another embedder filled
                 _fail(str(exc))
             finally:
                 kb.close()
     if output:
         output.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+
+
+def _scale_bench(
+    kb: "KnowledgeBase",
+    kb_dir: Path,
+    files: list[Path],
+    evals_dir: Path,
+    sizes: list[int],
+    engine: str | None,
+    work: Path,
+) -> dict[str, Any]:
+    from rich.table import Table
+
+    from knowledge import bench, scale
+    from knowledge.edge import EdgeStore
+
+    console = _console()
+    if not isinstance(kb.knowledge, EdgeStore):  # pragma: no cover - open_local makes one
+        _fail("--scale reads the manuals' passages out of a Qdrant Edge store")
+    with _file_progress("Ingesting", len(files)) as progress:
+        measured = bench.measure_ingest(kb, kb_dir, progress=progress)
+    _print_report(measured.report)
+    passages = scale.passages_of(kb.knowledge, kb.collection)
+    queries = [
+        [float(x) for x in kb.embedder.embed_query(query.text)]
+        for query in bench.load_eval_queries(evals_dir, "turn")
+    ]
+    console.print(
+        f"{len(passages)} passages of the manuals, {len(queries)} dev questions as searches "
+        f"of {scale.SEARCH_LIMIT}; each store and size built, then searched, in processes "
+        "of their own"
+    )
+    columns = (
+        "engine",
+        "points",
+        "upsert s",
+        "optimize s",
+        "search p50/p95 ms",
+        "filtered p50/p95 ms",
+        "peak RSS MB: build / serve",
+    )
+    table = Table(*columns)
+
+    def report(figures: "scale.ScaleFigures") -> None:
+        console.print(figures.as_dict())
+        table.add_row(
+            figures.engine,
+            f"{figures.points:,}",
+            f"{figures.upsert_seconds:.1f}",
+            f"{figures.optimize_seconds:.1f}",
+            f"{figures.search_p50_ms:.2f} / {figures.search_p95_ms:.2f}",
+            f"{figures.filtered_p50_ms:.2f} / {figures.filtered_p95_ms:.2f}",
+            f"{figures.build_peak_rss_mb:.0f} / {figures.serving_peak_rss_mb:.0f}",
+        )
+
+    engines = (engine,) if engine else scale.ENGINES
+    results = scale.run(passages, queries, sizes, work, engines, report)
+    console.print(table)
+    return {
+        "embedder": kb.embedder.name,
+        "passages": len(passages),
+        "scale": [figures.as_dict() for figures in results],
+    }
 
 
 def _query_sets(evals_dir: Path) -> dict[str, list["bench.EvalQuery"]]:
@@ -497,6 +600,9 @@ def _bench(
         "dense": kb.with_options(keyword_weight=0.0, static_weight=0.0),
         f"+ {words} BM25": kb.with_options(static_weight=0.0),
         f"+ {words} BM25 + {static} WordLlama": kb,
+        "Qdrant's sparse BM25, RRF": kb.with_options(
+            hybrid=True, keyword_weight=0.0, static_weight=0.0
+        ),
     }
     table = Table("queries", "mode", "n", "hit@1", "hit@5", "MRR@10")
     for name, queries in query_sets.items():

@@ -1,12 +1,20 @@
-"""The Qdrant client a process holds per location, shared by search, ingest and stats.
+"""The store a process holds per location, shared by search, ingest and stats.
 
-Local mode (a folder on disk) admits one client per folder and process, and that client is
-not thread-safe, so every call goes through `lock`; a server client is thread-safe. The
-runtime acquires the client for its settings once and releases it when it stops; every
-`KnowledgeBase` made over it meanwhile shares it and its caches.
+`KnowledgeClient` is the one interface the knowledge base talks to: collections of points
+with a dense vector, a BM25 sparse vector and a payload; search, upsert, delete and scroll
+by payload fields; counting; building the search index; readiness. Two engines implement
+it: Qdrant Edge (`knowledge.edge`), the embedded default on a folder on disk, and
+qdrant-client (`QdrantClientStore`), for a Qdrant server and, for comparison in
+`kb bench --scale`, qdrant-client's pure-Python local mode. Both keep the same vectors
+and payloads, so a knowledge base moves between them by ingesting its folders again.
+
+The runtime acquires the store for its settings once and releases it when it stops;
+every `KnowledgeBase` made over it meanwhile shares it and its caches.
 """
 
+import abc
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,45 +26,80 @@ from qdrant_client import QdrantClient, models
 from app.settings import KnowledgeSettings
 from knowledge.keywords import KeywordIndex
 
+logger = logging.getLogger(__name__)
+
 # The named vectors of every collection: the embedder's, and BM25's sparse one.
 DENSE = "dense"
 SPARSE = "bm25"
-_SCROLL_PAGE = 1000
+# Payload fields searched, mirrored and deleted by: keyword indexes where the engine has them.
+INDEXED_FIELDS = ("source", "language", "root")
+SCROLL_PAGE = 1000
+
+# Payload field -> the value it must have, or the values one of which it must have.
+Where = dict[str, str | list[str]]
 
 
 class StoreInUse(RuntimeError):
-    """A local Qdrant folder is open in another process: local mode allows one client."""
+    """A local store's folder is open in another process: it admits one."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(f"the local Qdrant store {path} is open in another process")
         self.path = path
 
 
-@dataclass
-class KnowledgeClient:
-    """A Qdrant client with its location ("local:<folder>" or the server's URL), the lock
-    its calls take, and what this process caches about its collections."""
+class EmbedderMismatch(ValueError):
+    """A collection's vectors were made by another embedder (their size differs)."""
 
-    client: QdrantClient
+    def __init__(self, name: str, size: int | None, embedder: str, dimension: int) -> None:
+        super().__init__(
+            f"collection {name!r} holds {size}-dimensional vectors, the embedder "
+            f"{embedder} makes {dimension}: ingest into another collection or delete this one"
+        )
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    """A search: the dense vector, or (`sparse` given) Qdrant's RRF of the dense and the
+    sparse candidates, each `limit` deep; `where` filters in the engine; `group_by` makes
+    the engine return at most `group_size` points per value of that field."""
+
+    dense: list[float]
+    limit: int
+    sparse: models.SparseVector | None = None
+    where: Where | None = None
+    with_dense: bool = False
+    group_by: str | None = None
+    group_size: int = 1
+
+
+@dataclass(eq=False)
+class KnowledgeClient(abc.ABC):
+    """A store with its location ("local:<folder>" or the server's URL), the lock its
+    calls take, and what this process caches about its collections."""
+
     location: str
-    users: int = 0
+    users: int = 1
     # (collection, language, with WordLlama) -> (points when built, time of the last check,
     # index)
     keyword_indexes: dict[tuple[str, str, bool], tuple[int, float, KeywordIndex]] = field(
         default_factory=dict
     )
-    lock: contextlib.AbstractContextManager[Any] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.lock = threading.RLock() if self.local else contextlib.nullcontext()
+    lock: contextlib.AbstractContextManager[Any] = field(
+        default_factory=threading.RLock, init=False
+    )
 
     @property
     def local(self) -> bool:
-        return self.location.startswith("local:")
+        """Embedded in this process (one process per folder), rather than a server."""
+        return not self.location.startswith(("http://", "https://"))
+
+    # Grouping by page in the engine: only a server offers it cheaply.
+    groups_in_engine = False
 
     @classmethod
     def acquire(cls, settings: KnowledgeSettings) -> "KnowledgeClient":
-        """The process's client for the settings' location (opened on first use); each
+        """The process's store for the settings' location (opened on first use): a Qdrant
+        server when `qdrant_url` is set, Qdrant Edge on `qdrant_path` otherwise. Each
         `acquire` is matched by one `release`."""
         location = settings.qdrant_url or f"local:{settings.qdrant_path.resolve()}"
         with _clients_lock:
@@ -64,21 +107,136 @@ class KnowledgeClient:
             if shared is None:
                 if settings.qdrant_url:
                     api_key = settings.qdrant_api_key
-                    client = QdrantClient(
-                        url=settings.qdrant_url,
-                        api_key=api_key.get_secret_value() if api_key else None,
+                    shared = QdrantClientStore(
+                        location,
+                        client=QdrantClient(
+                            url=settings.qdrant_url,
+                            api_key=api_key.get_secret_value() if api_key else None,
+                        ),
                     )
-                    shared = cls(client, location, users=1)
                 else:
                     shared = cls.open_local(settings.qdrant_path)
+                if shared.notice:
+                    logger.warning(shared.notice)
                 _clients[location] = shared
             else:
                 shared.users += 1
             return shared
 
     @classmethod
-    def open_local(cls, path: Path) -> "KnowledgeClient":
-        """A client of its own on a local folder (not shared through `acquire`)."""
+    def open_local(cls, path: Path, engine: str = "edge") -> "KnowledgeClient":
+        """A store of its own on a local folder (not shared through `acquire`): Qdrant Edge,
+        or (`engine="qdrant-local"`) qdrant-client's local mode, kept for comparison."""
+        if engine == "qdrant-local":
+            return QdrantClientStore.open_local_mode(path)
+        from knowledge.edge import EdgeStore  # the engine's native library loads on use
+
+        return EdgeStore.open(path)
+
+    def release(self) -> None:
+        """Release one use of the store; the last user closes it."""
+        with _clients_lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if _clients.get(self.location) is self:
+                del _clients[self.location]
+        with self.lock:
+            self.close()
+
+    @property
+    def notice(self) -> str | None:
+        """What whoever opens the store should be told, in one line (e.g. how to move an
+        old store's passages into it)."""
+        return None
+
+    def forget_indexes(self, collection: str) -> None:
+        """Drop the keyword indexes of a collection whose passages changed."""
+        for key in [key for key in self.keyword_indexes if key[0] == collection]:
+            del self.keyword_indexes[key]
+
+    def ping(self) -> bool:
+        """Whether the store answers (/readyz reports it)."""
+        try:
+            with self.lock:
+                self.collection_names()
+        except Exception:  # any failure means "not ready"
+            return False
+        return True
+
+    def collection_exists(self, name: str) -> bool:
+        return name in self.collection_names()
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def collection_names(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def ensure_collection(self, name: str, dimension: int, embedder: str) -> None:
+        """Create the collection (dense cosine vectors of `dimension`, BM25 sparse vectors
+        with IDF, keyword indexes) or check that its vectors are `dimension` long."""
+
+    @abc.abstractmethod
+    def upsert(self, name: str, points: list[models.PointStruct]) -> None: ...
+
+    @abc.abstractmethod
+    def delete(self, name: str, where: Where) -> None: ...
+
+    @abc.abstractmethod
+    def scroll(
+        self, name: str, fields: list[str], where: Where | None = None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(id, payload with `fields`) of every point of a collection (matching `where`)."""
+
+    @abc.abstractmethod
+    def count(self, name: str) -> int: ...
+
+    @abc.abstractmethod
+    def search(self, name: str, query: VectorQuery) -> list[models.ScoredPoint]:
+        """The best points, best first (grouped ones too)."""
+
+    def optimize(self, name: str) -> bool:
+        """Build the collection's search index now (HNSW), off the request path; whether
+        there was anything to do. A server builds it in the background by itself."""
+        return False
+
+
+def condition_filter(where: Where | None) -> models.Filter | None:
+    if not where:
+        return None
+    return models.Filter(
+        must=[
+            models.FieldCondition(
+                key=key,
+                match=models.MatchAny(any=value)
+                if isinstance(value, list)
+                else models.MatchValue(value=value),
+            )
+            for key, value in where.items()
+        ]
+    )
+
+
+@dataclass(eq=False)
+class QdrantClientStore(KnowledgeClient):
+    """A Qdrant server (thread-safe, no lock), or qdrant-client's local mode: a folder
+    scored by numpy, one client per folder and process, not thread-safe (every call takes
+    the lock), no payload indexes."""
+
+    client: QdrantClient = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not self.local:
+            self.lock = contextlib.nullcontext()
+
+    @property
+    def groups_in_engine(self) -> bool:  # type: ignore[override]
+        return not self.local
+
+    @classmethod
+    def open_local_mode(cls, path: Path) -> "QdrantClientStore":
         path = path.resolve()
         path.mkdir(parents=True, exist_ok=True)
         try:
@@ -88,60 +246,102 @@ class KnowledgeClient:
             if "already accessed by another instance" in str(exc):
                 raise StoreInUse(path) from exc
             raise
-        return cls(client, f"local:{path}", users=1)
+        return cls(f"qdrant-local:{path}", client=client)
 
-    def release(self) -> None:
-        """Release one use of the client; the last user closes it."""
-        with _clients_lock:
-            self.users -= 1
-            if self.users > 0:
-                return
-            if _clients.get(self.location) is self:
-                del _clients[self.location]
+    def close(self) -> None:
+        self.client.close()
+
+    def collection_names(self) -> list[str]:
         with self.lock:
-            self.client.close()
-
-    def ping(self) -> bool:
-        try:
-            with self.lock:
-                self.client.get_collections()
-        except Exception:  # any failure means "not ready"; /readyz reports it
-            return False
-        return True
+            return [collection.name for collection in self.client.get_collections().collections]
 
     def collection_exists(self, name: str) -> bool:
         with self.lock:
             return self.client.collection_exists(name)
 
-    def forget_indexes(self, collection: str) -> None:
-        """Drop the keyword indexes of a collection whose passages changed."""
-        for key in [key for key in self.keyword_indexes if key[0] == collection]:
-            del self.keyword_indexes[key]
+    def ensure_collection(self, name: str, dimension: int, embedder: str) -> None:
+        with self.lock:
+            if self.client.collection_exists(name):
+                vectors = self.client.get_collection(name).config.params.vectors
+                size = vectors[DENSE].size if isinstance(vectors, dict) else None
+                if size != dimension:
+                    raise EmbedderMismatch(name, size, embedder, dimension)
+                return
+            self.client.create_collection(
+                name,
+                vectors_config={
+                    DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+                },
+                sparse_vectors_config={
+                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                },
+            )
+            if not self.local:  # local mode has no payload indexes (and warns)
+                for field_name in INDEXED_FIELDS:
+                    self.client.create_payload_index(
+                        name, field_name, models.PayloadSchemaType.KEYWORD
+                    )
+
+    def upsert(self, name: str, points: list[models.PointStruct]) -> None:
+        with self.lock:
+            self.client.upsert(name, points=points)
+
+    def delete(self, name: str, where: Where) -> None:
+        with self.lock:
+            self.client.delete(
+                name, points_selector=models.FilterSelector(filter=condition_filter(where))
+            )
 
     def scroll(
-        self, name: str, fields: list[str], condition: models.Condition | None = None
-    ) -> Iterator[tuple[models.ExtendedPointId, dict[str, Any]]]:
-        """(id, payload) of every point of a collection (matching `condition`)."""
-        scroll_filter = models.Filter(must=[condition]) if condition else None
+        self, name: str, fields: list[str], where: Where | None = None
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         offset = None
         while True:
             with self.lock:
                 points, offset = self.client.scroll(
                     name,
-                    scroll_filter=scroll_filter,
-                    limit=_SCROLL_PAGE,
+                    scroll_filter=condition_filter(where),
+                    limit=SCROLL_PAGE,
                     offset=offset,
                     with_payload=fields,
                     with_vectors=False,
                 )
             for point in points:
-                yield point.id, point.payload or {}
+                yield str(point.id), point.payload or {}
             if offset is None:
                 return
 
+    def count(self, name: str) -> int:
+        with self.lock:
+            return self.client.get_collection(name).points_count or 0
 
-def match(key: str, value: str) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+    def search(self, name: str, query: VectorQuery) -> list[models.ScoredPoint]:
+        query_filter = condition_filter(query.where)
+        arguments: dict[str, Any] = {
+            "limit": query.limit,
+            "with_payload": True,
+            "with_vectors": [DENSE] if query.with_dense else False,
+        }
+        if query.sparse is None:
+            arguments |= {"query": query.dense, "using": DENSE, "query_filter": query_filter}
+        else:
+            arguments["prefetch"] = [
+                models.Prefetch(
+                    query=query.dense, using=DENSE, limit=query.limit, filter=query_filter
+                ),
+                models.Prefetch(
+                    query=query.sparse, using=SPARSE, limit=query.limit, filter=query_filter
+                ),
+            ]
+            arguments["query"] = models.FusionQuery(fusion=models.Fusion.RRF)
+        with self.lock:
+            if query.group_by is None:
+                return self.client.query_points(name, **arguments).points
+            response = self.client.query_points_groups(
+                name, group_by=query.group_by, group_size=query.group_size, **arguments
+            )
+        hits = [hit for group in response.groups for hit in group.hits]
+        return sorted(hits, key=lambda point: point.score, reverse=True)
 
 
 _clients: dict[str, KnowledgeClient] = {}

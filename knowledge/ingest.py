@@ -21,7 +21,7 @@ from qdrant_client import models
 
 from knowledge import sparse
 from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
-from knowledge.client import DENSE, SPARSE, KnowledgeClient, match
+from knowledge.client import DENSE, SPARSE, KnowledgeClient
 from knowledge.embeddings import Embedder
 from knowledge.loaders import SUPPORTED_SUFFIXES, Document, LoadError, load_document
 from knowledge.roots import OutsideRoots, read_confined
@@ -30,13 +30,10 @@ from knowledge.roots import OutsideRoots, read_confined
 INDEX_VERSION = "1"
 EMBED_BATCH = 64
 _POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
-_INDEXED_FIELDS = ("source", "language", "root")
 
-ProgressCallback = Callable[[str], None]  # called once per file with its source path
-
-
-class EmbedderMismatch(ValueError):
-    """A collection's vectors were made by another embedder (their size differs)."""
+# Called once per file with its source path, then with BUILDING_INDEX if anything changed.
+ProgressCallback = Callable[[str], None]
+BUILDING_INDEX = "building the search index (HNSW)"
 
 
 @dataclass
@@ -52,6 +49,7 @@ class IngestReport:
     skipped: dict[str, str] = field(default_factory=dict)  # pages with no text, e.g. a TOC
     errors: dict[str, str] = field(default_factory=dict)  # source -> what is wrong with it
     seconds: float = 0.0
+    index_seconds: float = 0.0  # of `seconds`: building the search index after the writes
 
     @property
     def changed(self) -> bool:
@@ -133,6 +131,12 @@ class Ingester:
                     report.chunks_deleted += chunk_count
         if report.changed:  # this process's searches see the new passages at once
             self.knowledge.forget_indexes(collection)
+            # HNSW is built here, once, rather than by the searches that follow.
+            if progress:
+                progress(BUILDING_INDEX)
+            indexing = time.perf_counter()
+            self.knowledge.optimize(collection)
+            report.index_seconds = round(time.perf_counter() - indexing, 3)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
@@ -238,58 +242,23 @@ class Ingester:
             if item.replaces:
                 self._delete_document(name, root, item.document.source)
                 report.chunks_deleted += item.replaces
-        with self.knowledge.lock:
-            self.knowledge.client.upsert(name, points=points)
+        self.knowledge.upsert(name, points)
         report.chunks_added += len(points)
 
     def _delete_document(self, name: str, root: str, source: str) -> None:
-        with self.knowledge.lock:
-            self.knowledge.client.delete(
-                name,
-                points_selector=models.FilterSelector(
-                    filter=models.Filter(must=[match("root", root), match("source", source)])
-                ),
-            )
+        self.knowledge.delete(name, {"root": root, "source": source})
 
     def _stored_documents(self, name: str, root: str) -> dict[str, tuple[str, int]]:
         """source -> (fingerprint, chunk count) of what was ingested from `root`."""
         fingerprints: dict[str, str] = {}
         counts: Counter[str] = Counter()
-        for _, payload in self.knowledge.scroll(
-            name, ["source", "fingerprint"], match("root", root)
-        ):
+        for _, payload in self.knowledge.scroll(name, ["source", "fingerprint"], {"root": root}):
             fingerprints[payload["source"]] = payload["fingerprint"]
             counts[payload["source"]] += 1
         return {source: (fingerprints[source], counts[source]) for source in fingerprints}
 
     def _ensure_collection(self, name: str) -> None:
-        client = self.knowledge.client
-        with self.knowledge.lock:
-            if client.collection_exists(name):
-                info = client.get_collection(name)
-                vectors = info.config.params.vectors
-                size = vectors[DENSE].size if isinstance(vectors, dict) else None
-                if size != self.embedder.dimension:
-                    raise EmbedderMismatch(
-                        f"collection {name!r} holds {size}-dimensional vectors, the embedder "
-                        f"{self.embedder.name} makes {self.embedder.dimension}: ingest into "
-                        "another collection or delete this one"
-                    )
-                return
-            client.create_collection(
-                name,
-                vectors_config={
-                    DENSE: models.VectorParams(
-                        size=self.embedder.dimension, distance=models.Distance.COSINE
-                    )
-                },
-                sparse_vectors_config={
-                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                },
-            )
-            if not self.knowledge.local:  # local mode has no payload indexes (and warns)
-                for field_name in _INDEXED_FIELDS:
-                    client.create_payload_index(name, field_name, models.PayloadSchemaType.KEYWORD)
+        self.knowledge.ensure_collection(name, self.embedder.dimension, self.embedder.name)
 
 
 def discover_files(path: Path) -> list[Path]:

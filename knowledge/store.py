@@ -1,10 +1,11 @@
 """The knowledge base's search: passages out of a Qdrant collection.
 
-Local mode (a folder on disk) by default, a Qdrant server by URL and API key otherwise:
-the same code. A search uses the dense vector, or (`hybrid`) fuses it with the BM25 sparse
-vector by reciprocal rank fusion in Qdrant. A query in the documentation's language
-(`language`) is also scored in this process by BM25 and, for English, WordLlama
-(`knowledge.keywords`), and the scores are added (`keyword_weight`, `static_weight`).
+Qdrant Edge on a folder on disk by default, a Qdrant server by URL and API key otherwise:
+the same code over `knowledge.client.KnowledgeClient`. A search uses the dense vector, or
+(`hybrid`) fuses it with the BM25 sparse vector by reciprocal rank fusion in Qdrant. A
+query in the documentation's language (`language`) is also scored in this process by BM25
+and, for English, WordLlama (`knowledge.keywords`), and the scores are added
+(`keyword_weight`, `static_weight`).
 Ingestion is `knowledge.ingest`, counting `knowledge.stats`, the shared client
 `knowledge.client`; a `KnowledgeBase` offers all three over one client.
 """
@@ -17,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
 from app.settings import KnowledgeSettings
 from knowledge import sparse
-from knowledge.client import DENSE, SPARSE, KnowledgeClient, match
+from knowledge.client import DENSE, KnowledgeClient, VectorQuery
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from knowledge.ingest import Ingester, IngestReport, ProgressCallback
 from knowledge.ingest import discover_files as discover_files  # evals imports it from here
@@ -41,9 +42,6 @@ DEFAULT_KEYWORD_WEIGHT = 0.03
 # WordLlama adds static_weight × (its cosine's z-score over the passages): 0.005 makes two
 # standard deviations worth a third of BM25's best. Chosen on the dev conversations.
 DEFAULT_STATIC_WEIGHT = 0.005
-# An unfiltered search fetches this many times its candidates, then keeps those in the
-# query's language and the documentation's (see `search_by_vector`).
-LANGUAGE_DEPTH_FACTOR = 2
 
 
 @dataclass(frozen=True)
@@ -55,11 +53,11 @@ class SearchOptions:
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT
     static_weight: float = DEFAULT_STATIC_WEIGHT
     passages_per_page: int = 1
-    # Let Qdrant group candidates by page (`query_points_groups`, filtered by language):
-    # cheap on a server with payload indexes. Local mode scores and copies every point for
-    # it (`kb bench`: search CPU p50 63 ms instead of 6-9 ms), so there the page spread and
-    # the language choice are made in Python. Dense results are the same; the fused ones
-    # differ a little, as BM25 then meets one passage per page instead of the top points.
+    # Let Qdrant group candidates by page (`query_points_groups`): a server's. Qdrant Edge
+    # has no grouping (and qdrant-client's local mode scores and copies every point for
+    # it), so there the page spread is made in Python. Dense results are the same; the
+    # fused ones differ a little, as BM25 then meets one passage per page instead of the
+    # top points.
     group_in_qdrant: bool = False
 
 
@@ -84,7 +82,7 @@ class KnowledgeBase:
         self.knowledge = knowledge
         self.collection = collection
         self.embedder = embedder or get_embedder(DEFAULT_EMBEDDER)
-        self.options = options or SearchOptions(group_in_qdrant=not knowledge.local)
+        self.options = options or SearchOptions(group_in_qdrant=knowledge.groups_in_engine)
         self.ingester = Ingester(
             knowledge, self.embedder, chunk_tokens, min_chunk_tokens, embed_tokens
         )
@@ -92,17 +90,24 @@ class KnowledgeBase:
 
     @classmethod
     def open_local(
-        cls, path: Path, *, collection: str = "kb", embedder: Embedder | None = None, **options: Any
+        cls,
+        path: Path,
+        *,
+        collection: str = "kb",
+        embedder: Embedder | None = None,
+        engine: str = "edge",
+        **options: Any,
     ) -> "KnowledgeBase":
-        """A knowledge base with a client of its own on a local folder; `options` are
-        `SearchOptions` fields and the chunking settings."""
+        """A knowledge base with a store of its own on a local folder (`engine`: see
+        `KnowledgeClient.open_local`); `options` are `SearchOptions` fields and the
+        chunking settings."""
         chunking = {
             name: options.pop(name)
             for name in ("chunk_tokens", "min_chunk_tokens", "embed_tokens")
             if name in options
         }
         return cls(
-            KnowledgeClient.open_local(path),
+            KnowledgeClient.open_local(path, engine),
             collection=collection,
             embedder=embedder,
             options=SearchOptions(**options),
@@ -123,7 +128,7 @@ class KnowledgeBase:
                 keyword_weight=settings.keyword_weight,
                 static_weight=settings.static_weight,
                 passages_per_page=settings.passages_per_page,
-                group_in_qdrant=not knowledge.local,
+                group_in_qdrant=knowledge.groups_in_engine,
             ),
             chunk_tokens=settings.chunk_tokens,
             min_chunk_tokens=settings.min_chunk_tokens,
@@ -137,10 +142,6 @@ class KnowledgeBase:
         kb = cls.over(KnowledgeClient.acquire(settings), settings)
         kb._owns_client = True
         return kb
-
-    @property
-    def client(self) -> QdrantClient:
-        return self.knowledge.client
 
     @property
     def location(self) -> str:
@@ -242,10 +243,7 @@ class KnowledgeBase:
         )
         if not self.knowledge.collection_exists(name):
             return []
-        if self.options.group_in_qdrant:
-            points = self._grouped_points(name, query, dense, depth, languages)
-        else:
-            points = self._points(name, query, dense, depth, language, languages)
+        points = self._points(name, query, dense, depth, languages)
         candidates = [_passage(point, dense if self.hybrid else None) for point in points]
         if self._fuses_keywords(query, language):
             ids = [str(point.id) for point in points]
@@ -253,68 +251,22 @@ class KnowledgeBase:
         return _spread_over_pages(candidates, k, self.passages_per_page)
 
     def _points(
-        self,
-        name: str,
-        query: str,
-        dense: list[float],
-        depth: int,
-        language: str | None,
-        languages: list[str],
-    ) -> list[models.ScoredPoint]:
-        """The best `depth` points in `languages`. Unless one language is asked for, they
-        are chosen in Python from a deeper list: a filter is slow in local mode, and so is
-        Qdrant's grouping (`SearchOptions.group_in_qdrant`)."""
-        query_filter = models.Filter(must=[match("language", language)]) if language else None
-        limit = depth if language else depth * LANGUAGE_DEPTH_FACTOR
-        with self.knowledge.lock:
-            response = self.client.query_points(
-                name,
-                limit=limit,
-                with_payload=True,
-                with_vectors=[DENSE] if self.hybrid else False,
-                **self._query(query, dense, depth, query_filter),
-            )
-        return [
-            point for point in response.points if (point.payload or {}).get("language") in languages
-        ][:depth]
-
-    def _grouped_points(
         self, name: str, query: str, dense: list[float], depth: int, languages: list[str]
     ) -> list[models.ScoredPoint]:
-        """The best points of the `depth` best pages in `languages`, at most
-        `passages_per_page` a page, grouped and filtered by Qdrant."""
-        query_filter = models.Filter(
-            must=[models.FieldCondition(key="language", match=models.MatchAny(any=languages))]
-        )
-        with self.knowledge.lock:
-            response = self.client.query_points_groups(
-                name,
-                group_by="source",
+        """The best `depth` points in `languages` (a payload filter in the engine), at most
+        `passages_per_page` a page when Qdrant groups them (`group_in_qdrant`)."""
+        return self.knowledge.search(
+            name,
+            VectorQuery(
+                dense=dense,
                 limit=depth,
+                sparse=sparse.query_vector(query) if self.hybrid else None,
+                where={"language": languages},
+                with_dense=self.hybrid,
+                group_by="source" if self.options.group_in_qdrant else None,
                 group_size=self.passages_per_page,
-                with_payload=True,
-                with_vectors=[DENSE] if self.hybrid else False,
-                **self._query(query, dense, depth, query_filter),
-            )
-        hits = [hit for group in response.groups for hit in group.hits]
-        return sorted(hits, key=lambda point: point.score, reverse=True)
-
-    def _query(
-        self, query: str, dense: list[float], depth: int, query_filter: models.Filter | None
-    ) -> dict[str, Any]:
-        """The query arguments of `query_points` and `query_points_groups`: the dense vector,
-        or (`hybrid`) Qdrant's RRF of the dense and sparse candidates."""
-        if not self.hybrid:
-            return {"query": dense, "using": DENSE, "query_filter": query_filter}
-        return {
-            "prefetch": [
-                models.Prefetch(query=dense, using=DENSE, limit=depth, filter=query_filter),
-                models.Prefetch(
-                    query=sparse.query_vector(query), using=SPARSE, limit=depth, filter=query_filter
-                ),
-            ],
-            "query": models.FusionQuery(fusion=models.Fusion.RRF),
-        }
+            ),
+        )
 
     def _fuses_keywords(self, query: str, language: str | None) -> bool:
         """BM25 (and WordLlama) know the documentation's words: they help a query in its
@@ -364,8 +316,7 @@ class KnowledgeBase:
         cached = self.knowledge.keyword_indexes.get(key)
         if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
             return cached[2]
-        with self.knowledge.lock:
-            points = self.client.get_collection(name).points_count or 0
+        points = self.knowledge.count(name)
         if cached and cached[0] == points:
             self.knowledge.keyword_indexes[key] = (points, now, cached[2])
             return cached[2]

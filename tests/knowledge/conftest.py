@@ -1,6 +1,8 @@
 """Fixtures: a handful of GnuCash manual pages (tests/fixtures/gnucash) in a temporary
-local Qdrant. The session-wide ones are read-only: a test that changes pages or the
-index makes its own (`copy_pages`, `KnowledgeBase.open_local` on its `tmp_path`)."""
+local Qdrant (Qdrant Edge, the embedded default; and qdrant-client's local mode, whose
+client groups by page as a server does). The session-wide ones are read-only: a test that
+changes pages or the index makes its own (`copy_pages`, `KnowledgeBase.open_local` on its
+`tmp_path`)."""
 
 import shutil
 from collections.abc import Iterator
@@ -58,3 +60,20 @@ def knowledge_base(_session_base: KnowledgeBase, first_ingest: IngestReport) -> 
     """The SUBSET, ingested once per session. Tests search it and may re-ingest the
     unchanged folder; they neither change its attributes nor its pages."""
     return _session_base
+
+
+@pytest.fixture(scope="session")
+def grouping_base(
+    tmp_path_factory: pytest.TempPathFactory, gnucash_subset: Path
+) -> Iterator[KnowledgeBase]:
+    """The SUBSET in qdrant-client's local mode, searched with Qdrant's grouping by page
+    (`query_points_groups`, a server's path: Qdrant Edge has no grouping)."""
+    kb = KnowledgeBase.open_local(
+        tmp_path_factory.mktemp("qdrant-local"),
+        collection="test",
+        engine="qdrant-local",
+        group_in_qdrant=True,
+    )
+    kb.ingest(gnucash_subset)
+    yield kb
+    kb.close()

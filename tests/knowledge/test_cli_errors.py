@@ -23,17 +23,19 @@ from app.cli import cli
 from app.settings import SOURCE_ROOT, get_settings
 from knowledge import bench
 from knowledge import cli as knowledge_cli
+from knowledge.client import KnowledgeClient
 from tests.conftest import SAMPLE_KB
 
 SUPPORTBOT = Path(sys.executable).with_name("supportbot")
 # Opens a local store the way `supportbot serve` does and keeps it until stdin closes.
 HOLD_STORE = (
     "import sys\n"
-    "from qdrant_client import QdrantClient\n"
-    "client = QdrantClient(path=sys.argv[1])\n"
+    "from pathlib import Path\n"
+    "from knowledge.client import KnowledgeClient\n"
+    "store = KnowledgeClient.open_local(Path(sys.argv[1]))\n"
     "print('holding', flush=True)\n"
     "sys.stdin.read()\n"
-    "client.close()\n"
+    "store.release()\n"
 )
 
 
@@ -271,14 +273,69 @@ def test_a_collection_made_by_another_embedder(
     configure: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
-    client = QdrantClient(path=str(store))
+    other = KnowledgeClient.open_local(store)
+    other.ensure_collection("kb", 3, "another embedder")
+    other.release()
+    configure.setenv("SUPPORTBOT_KNOWLEDGE__QDRANT_PATH", str(store))
+    line = one_line_error(run("kb", "ingest", str(SAMPLE_KB)))
+    assert "collection 'kb' holds 3-dimensional vectors" in line
+
+
+def local_mode_store(path: Path) -> Path:
+    """A store as qdrant-client's local mode wrote it before Qdrant Edge."""
+    client = QdrantClient(path=str(path))
     client.create_collection(
         "kb", vectors_config={"dense": models.VectorParams(size=3, distance=models.Distance.COSINE)}
     )
     client.close()
+    return path
+
+
+def test_a_local_mode_store_found_at_start_up_says_how_to_move_it(
+    configure: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = local_mode_store(tmp_path / "store")
     configure.setenv("SUPPORTBOT_KNOWLEDGE__QDRANT_PATH", str(store))
-    line = one_line_error(run("kb", "ingest", str(SAMPLE_KB)))
-    assert "collection 'kb' holds 3-dimensional vectors" in line
+    held = KnowledgeClient.acquire(get_settings().knowledge)  # as `supportbot serve` does
+    held.release()
+    [record] = [r for r in caplog.records if r.name == "knowledge.client"]
+    assert record.levelname == "WARNING"
+    assert f"{store.resolve()} holds a knowledge base in qdrant-client's local mode" in (
+        record.message
+    )
+    assert "`supportbot kb ingest PATH`" in record.message
+
+    searched = run("kb", "search", "create an invoice")  # a clear failure, not empty results
+    assert searched.exit_code == 1
+    assert "qdrant-client's local mode" in searched.stderr
+    assert "`supportbot kb ingest PATH`" in searched.stderr
+
+    # Ingesting again moves it: the search then finds passages, and the old files stay.
+    ingested = run("kb", "ingest", str(SAMPLE_KB))
+    assert ingested.exit_code == 0, ingested.output
+    found = run("kb", "search", "--json", "create an invoice")
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)
+    assert (store / "meta.json").is_file()
+
+
+def test_the_installed_command_names_a_local_mode_store_in_one_line(tmp_path: Path) -> None:
+    store = local_mode_store(tmp_path / "store")
+    environment = {
+        name: value for name, value in os.environ.items() if not name.startswith("SUPPORTBOT_")
+    }
+    environment["SUPPORTBOT_KNOWLEDGE__QDRANT_PATH"] = str(store)
+    finished = subprocess.run(
+        [str(SUPPORTBOT), "kb", "stats"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert finished.returncode == 1, finished.stderr
+    [line] = finished.stderr.strip().splitlines()  # not the logged copy as well
+    assert line.startswith(f"error: {store.resolve()} holds a knowledge base in qdrant-client's")
 
 
 def test_an_unknown_embedder(configure: pytest.MonkeyPatch) -> None:

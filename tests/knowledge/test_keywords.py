@@ -91,14 +91,17 @@ def test_the_keyword_index_follows_this_process_ingests(tmp_path: Path) -> None:
         kb.close()
 
 
-@pytest.mark.parametrize("group_in_qdrant", [False, True])
+@pytest.mark.parametrize(
+    ("engine", "group_in_qdrant"),
+    [("edge", False), ("qdrant-local", False), ("qdrant-local", True)],
+)
 def test_an_english_query_takes_english_pages_and_a_german_one_german_too(
-    tmp_path: Path, group_in_qdrant: bool
+    tmp_path: Path, engine: str, group_in_qdrant: bool
 ) -> None:
     pages = ["gnucash-help-en/busnss-ar-invoices1.html", "gnucash-guide-de/bus-ar-invoices1.html"]
     folder = copy_pages(pages, tmp_path / "manuals")
     kb = KnowledgeBase.open_local(
-        tmp_path / "qdrant", collection="languages", group_in_qdrant=group_in_qdrant
+        tmp_path / "qdrant", collection="languages", engine=engine, group_in_qdrant=group_in_qdrant
     )
     try:
         kb.ingest(folder)
@@ -122,7 +125,7 @@ def test_from_settings_honours_each_calls_settings_over_one_client(tmp_path: Pat
     try:
         assert (first.collection, first.keyword_weight, first.hybrid) == ("kb", 0.03, False)
         assert (second.collection, second.keyword_weight, second.hybrid) == ("other", 0.0, True)
-        assert second.client is first.client  # a local folder admits one client
+        assert second.knowledge is first.knowledge  # a local folder admits one store
         first.close()
         assert second.ping()  # the client stays open for its other user
     finally:
@@ -161,6 +164,6 @@ def test_search_options_are_fixed_and_with_options_makes_a_view(
         knowledge_base.hybrid = True  # type: ignore[misc]
     dense = knowledge_base.with_options(keyword_weight=0.0, static_weight=0.0)
     assert (dense.keyword_weight, knowledge_base.keyword_weight) == (0.0, 0.03)
-    assert dense.client is knowledge_base.client
+    assert dense.knowledge is knowledge_base.knowledge
     query = "export transactions to a CSV file"
     assert knowledge_base.search(query, 1)[0].score > dense.search(query, 1)[0].score

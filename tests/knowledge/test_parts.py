@@ -1,15 +1,16 @@
-"""The knowledge base's parts over one client: its lifetime, ingest and stats on their own,
-and the search Qdrant groups by page (a server's path, run here on a local folder, whose
-client implements `query_points_groups` too)."""
+"""The knowledge base's parts over one store: its lifetime, ingest and stats on their own,
+and the search Qdrant groups by page (a server's path, run here on qdrant-client's local
+mode, whose client implements `query_points_groups` too)."""
 
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import QdrantClient
 
 from app.settings import KnowledgeSettings
-from knowledge.client import KnowledgeClient
+from knowledge.client import KnowledgeClient, QdrantClientStore
 from knowledge.embeddings import get_embedder
 from knowledge.ingest import Ingester
 from knowledge.stats import collection_stats
@@ -20,19 +21,27 @@ from tests.knowledge.test_retrieval import QUESTIONS
 
 @pytest.mark.parametrize(("question", "gold_page"), QUESTIONS)
 def test_a_search_grouped_by_qdrant_retrieves_the_gold_page_in_top_5(
+    grouping_base: KnowledgeBase, question: str, gold_page: str
+) -> None:
+    sources = [passage.source for passage in grouping_base.search(question, 5)]
+    assert f"gnucash-help-en/{gold_page}" in sources
+
+
+@pytest.mark.parametrize(("question", "gold_page"), QUESTIONS)
+def test_qdrant_edge_retrieves_the_gold_page_in_top_5_as_the_server_path_does(
     knowledge_base: KnowledgeBase, question: str, gold_page: str
 ) -> None:
-    grouped = knowledge_base.with_options(group_in_qdrant=True)
-    sources = [passage.source for passage in grouped.search(question, 5)]
+    assert knowledge_base.knowledge.location.startswith("local:")
+    sources = [passage.source for passage in knowledge_base.search(question, 5)]
     assert f"gnucash-help-en/{gold_page}" in sources
 
 
 @pytest.mark.parametrize("hybrid", [False, True])
 def test_qdrant_groups_at_most_passages_per_page_from_one_page(
-    knowledge_base: KnowledgeBase, hybrid: bool
+    grouping_base: KnowledgeBase, hybrid: bool
 ) -> None:
     query = "create, edit, post and print a customer invoice"
-    grouped = knowledge_base.with_options(group_in_qdrant=True, hybrid=hybrid)
+    grouped = grouping_base.with_options(hybrid=hybrid)
     sources = [passage.source for passage in grouped.search(query, 5)]
     assert len(sources) == len(set(sources)) == 5
 
@@ -49,8 +58,9 @@ def test_qdrant_groups_only_on_a_server(tmp_path: Path) -> None:
     local = KnowledgeBase.from_settings(settings)
     try:
         assert not local.options.group_in_qdrant
-        # A server's location (no request is made: only the location decides).
-        server = KnowledgeClient(local.client, "http://qdrant.internal:6333")
+        # A server's client (no request is made: only the location decides).
+        url = "http://qdrant.internal:6333"
+        server = QdrantClientStore(url, client=QdrantClient(url=url))
         assert KnowledgeBase.over(server, settings).options.group_in_qdrant
     finally:
         local.close()
@@ -98,13 +108,13 @@ def test_the_client_stays_open_until_its_last_holder_releases_it(tmp_path: Path)
 
 
 def test_qdrant_hands_the_fusion_candidates_of_distinct_pages(
-    knowledge_base: KnowledgeBase,
+    grouping_base: KnowledgeBase,
 ) -> None:
     query = "create, edit, post and print a customer invoice"
-    dense = [float(x) for x in knowledge_base.embedder.embed_query(query)]
+    dense = [float(x) for x in grouping_base.embedder.embed_query(query)]
     for per_page in (1, 3):
-        grouped = knowledge_base.with_options(group_in_qdrant=True, passages_per_page=per_page)
-        points = grouped._grouped_points(knowledge_base.collection, query, dense, 40, ["en"])
+        grouped = grouping_base.with_options(passages_per_page=per_page)
+        points = grouped._points(grouping_base.collection, query, dense, 40, ["en"])
         per_source = Counter((point.payload or {})["source"] for point in points)
         assert len(per_source) == 8  # every page with text (the subset's TOC has none)
         assert max(per_source.values()) == per_page

@@ -44,11 +44,12 @@ def test_an_off_topic_question_finds_a_lower_best_similarity_than_a_covered_one(
 
 @pytest.mark.parametrize("grouped", [False, True])
 def test_in_hybrid_mode_a_passage_keeps_its_dense_similarity_not_the_fused_rank(
-    knowledge_base: KnowledgeBase, grouped: bool
+    knowledge_base: KnowledgeBase, grouping_base: KnowledgeBase, grouped: bool
 ) -> None:
     query = "How do I reconcile my bank account?"
-    dense = knowledge_base.with_options(keyword_weight=0.0, static_weight=0.0)
-    hybrid = dense.with_options(hybrid=True, group_in_qdrant=grouped)
+    searched = grouping_base if grouped else knowledge_base
+    dense = searched.with_options(keyword_weight=0.0, static_weight=0.0)
+    hybrid = dense.with_options(hybrid=True)
     every_passage = dense.with_options(passages_per_page=10)
     cosine = {p.text: p.similarity for p in every_passage.search(query, 40)}
 
