@@ -128,9 +128,10 @@ class KnowledgeSettings(BaseModel):
     """The knowledge base: where Qdrant keeps it, how it is chunked, embedded and searched."""
 
     qdrant_path: Path = Field(
-        Path("./var/qdrant"), description="Qdrant local mode's folder (when no server is set)"
+        Path("./var/qdrant"),
+        description="the embedded store's folder (Qdrant Edge; when no server is set)",
     )
-    qdrant_url: str | None = Field(None, description="Qdrant server; local mode when unset")
+    qdrant_url: str | None = Field(None, description="Qdrant server; the embedded store when unset")
     qdrant_api_key: SecretStr | None = Field(None, description="the Qdrant server's API key")
     collection: str = Field("kb", description="the collection the agent searches")
     sample_path: Path = Field(
@@ -159,9 +160,7 @@ class KnowledgeSettings(BaseModel):
         "when the weights, the quantizer settings or onnxruntime change); unset: "
         "$XDG_CACHE_HOME/supportbot, by default ~/.cache/supportbot",
     )
-    hybrid: bool = Field(
-        False, description="fuse Qdrant's BM25 sparse hits with the dense ones (slow in local mode)"
-    )
+    hybrid: bool = Field(False, description="fuse Qdrant's BM25 sparse hits with the dense ones")
     language: str = Field(
         "en",
         description="language of the collection's documentation (ISO 639-1): the search tool "
