@@ -5,11 +5,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.messages import strip_author
-from app.db.models import Conversation, MemoryItem, Message
+from app.db.models import Conversation, MemoryItem, Message, Summary
 from app.memory.facts import kind_of
 from app.tokens import count_tokens
 
@@ -101,6 +101,17 @@ async def memory_block(
     lines.reverse()
     text = "\n".join([BLOCK_HEADING, *(line for _, line in lines)])
     return MemoryBlock(text, [item_id for item_id, _ in lines])
+
+
+async def context_began(session: AsyncSession, conversation: Conversation) -> datetime:
+    """When the conversation's current context began: its last reset (`/reset` drops
+    everything and stores an empty summary of model `reset`), or its creation."""
+    reset = await session.scalar(
+        select(func.max(Summary.created_at)).where(
+            Summary.conversation_id == conversation.id, Summary.model == "reset"
+        )
+    )
+    return reset or conversation.created_at
 
 
 async def touch(session: AsyncSession, item_ids: Sequence[int]) -> None:

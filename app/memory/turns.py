@@ -29,14 +29,13 @@ class PeopleMemory:
     async def block(
         self, sessions: async_sessionmaker[AsyncSession], scope: str, conversation: Conversation
     ) -> MemoryBlock | None:
-        """The block this conversation starts with (the same on each of its turns while
-        nothing is forgotten); its items count as used now."""
+        """The block this conversation's context starts with (the same on each of its
+        turns until a reset, while nothing is forgotten); its items count as used now."""
         scopes = read_scopes(scope)
         async with sessions() as session:
             await store.expire(session, scopes, self.settings.retention_days)
-            block = await store.memory_block(
-                session, scopes, conversation.created_at, self.settings.block_tokens
-            )
+            began = await store.context_began(session, conversation)
+            block = await store.memory_block(session, scopes, began, self.settings.block_tokens)
             if block:
                 await store.touch(session, block.item_ids)
             await session.commit()
