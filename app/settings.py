@@ -780,7 +780,8 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
 
 
 class PeopleMemorySettings(BaseModel):
-    """What the bot remembers of a person from one conversation to the next (app/memory)."""
+    """What the bot remembers of a person from one conversation to the next (app/memory;
+    guide: docs/memory.md, "Memory across conversations")."""
 
     audiences: list[str] = Field(
         ["staff", "client"],

@@ -70,3 +70,15 @@ async def test_a_newer_statement_replaces_the_older_of_its_kind(
             "our currency is CHF",
             "We use GnuCash 5",
         ]
+
+
+def test_the_turn_report_names_the_remembered_items_it_showed() -> None:
+    from app.chat.store import BegunTurn
+    from app.chat.turn import memory_report
+    from app.db.models import Conversation, Turn
+
+    begun = BegunTurn(Conversation(key="k"), Turn(number=1), {"messages": []}, {}, 0)
+    report = memory_report(begun, None, summaries=0, remembered=(4, 9))
+    assert report.tags() == ["memory:remembered"]
+    assert report.metadata()["memory_people_items"] == "4,9"
+    assert memory_report(begun, None, summaries=0).tags() == []
