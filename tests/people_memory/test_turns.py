@@ -15,10 +15,11 @@ from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.chat.types import TurnRequest
 from app.db import queries
-from app.db.models import Conversation, MemoryItem
+from app.db.models import Conversation, LLMCall, MemoryItem, Summary
 from app.memory import store
 from app.memory.scope import api_scope, telegram_scope, widget_scope
 from app.memory.store import BLOCK_HEADING, FORGOTTEN
+from app.memory.turns import PeopleMemory
 from app.runtime import agent_factory
 from app.settings import Settings
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
@@ -96,7 +97,10 @@ async def test_memory_stays_in_its_tenant_chat_and_staff_member(
 
 
 async def test_a_telegram_chat_shares_what_others_said_and_memory_can_be_off(
-    service: ChatService, model: CapturingChatModel, settings: Settings
+    service: ChatService,
+    model: CapturingChatModel,
+    settings: Settings,
+    pg_sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     summary = (
         "Summary of the earlier conversation (#N = recall id for recall_history)\n"
@@ -105,10 +109,8 @@ async def test_a_telegram_chat_shares_what_others_said_and_memory_can_be_off(
         "- Ann: we run GnuCash 4 on Linux (#3)\n"
         "- Bob: our company is a GmbH in Munich (#5)\n"
     )
-    from app.memory.turns import PeopleMemory
-
     people = PeopleMemory(settings.memory)
-    sessions = service._store.sessions
+    sessions = pg_sessions
     ann = telegram_scope(-100, 1)
     await people.write(sessions, ann, "telegram:-100", "Ann", None, summary)
     async with sessions() as session:
@@ -131,20 +133,24 @@ async def test_a_telegram_chat_shares_what_others_said_and_memory_can_be_off(
     assert system_blocks(model.calls[0].messages[0]) == [settings.chat.system_prompt]
 
 
-async def test_a_fold_writes_the_facts_it_extracted_without_another_model_call(
-    service: ChatService, model: CapturingChatModel, settings: Settings
-) -> None:
+async def fold_after(service: ChatService, settings: Settings, statement: str) -> None:
+    """`statement`, then two questions: the third turn folds the first exchange."""
     settings.profiles.definitions["client"].summary = SummaryPolicy(
         trigger_exchanges=2, keep_exchanges=1
     )
-    for text in [
-        "We run GnuCash 4 on Linux at our office.",
-        "How do I create an invoice?",
-        "How do I record a payment?",
-    ]:
+    for text in [statement, "How do I create an invoice?", "How do I record a payment?"]:
         await service.handle_turn(ask("api:acme:1", text, ACME))
-    async with service._store.sessions() as session:
+
+
+async def test_a_fold_writes_the_facts_it_extracted_without_another_model_call(
+    service: ChatService, settings: Settings, pg_sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    await fold_after(service, settings, "We run GnuCash 4 on Linux at our office.")
+    async with pg_sessions() as session:
         items = await store.active_items(session, [ACME])
+        purposes = list(await session.scalars(select(LLMCall.purpose)))
+        folds = len(list(await session.scalars(select(Summary.id))))
+    assert folds >= 1 and purposes.count("summary") == folds  # the folds' own calls only
     assert [(i.text, i.kind) for i in items] == [
         ("We run GnuCash 4 on Linux at our office.", "run gnucash")
     ]
@@ -152,18 +158,10 @@ async def test_a_fold_writes_the_facts_it_extracted_without_another_model_call(
 
 
 async def test_forget_removes_the_items_and_their_recall_hits(
-    service: ChatService, settings: Settings
+    service: ChatService, settings: Settings, pg_sessions: async_sessionmaker[AsyncSession]
 ) -> None:
-    settings.profiles.definitions["client"].summary = SummaryPolicy(
-        trigger_exchanges=2, keep_exchanges=1
-    )
-    for text in [
-        "Our invoice printer is a Brother HL-2350 in room 4.",
-        "How do I create an invoice?",
-        "How do I record a payment?",
-    ]:
-        await service.handle_turn(ask("api:acme:1", text, ACME))
-    sessions = service._store.sessions
+    await fold_after(service, settings, "Our invoice printer is a Brother HL-2350 in room 4.")
+    sessions = pg_sessions
     async with sessions() as session:
         conversation = await session.scalar(
             select(Conversation).where(Conversation.key == "api:acme:1")
