@@ -84,3 +84,20 @@ async def forget_memory(scope: ScopeDep, runtime: RuntimeDep) -> ForgottenOut:
     if not forgotten:
         raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_REMEMBERED)
     return ForgottenOut(forgotten=forgotten)
+
+
+@router.delete(
+    "/{person}/memory/{item}",
+    response_model=ForgottenOut,
+    responses=documented(401, 403, 404, 422),
+)
+async def forget_item(
+    scope: ScopeDep, item: Annotated[int, Path(ge=1, le=2**31 - 1)], runtime: RuntimeDep
+) -> ForgottenOut:
+    """Forget one item (and the older statements it replaced), its words with it."""
+    async with runtime.sessions() as session:
+        forgotten = await store.forget(session, scope, item)
+        await session.commit()
+    if not forgotten:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such item in this person's memory")
+    return ForgottenOut(forgotten=forgotten)

@@ -57,6 +57,21 @@ def test_a_backend_reads_and_forgets_its_own_people_only(api: TestClient) -> Non
     ]
 
 
+def test_one_item_goes_with_what_it_replaced_and_only_in_its_own_scope(api: TestClient) -> None:
+    for text in ["our currency is EUR", "our currency is CHF", "we use GnuCash 5"]:
+        say(api, "api:shop:1", f"Remember that {text}", SHOP, person="u-1")
+    items = api.get("/v1/people/u-1/memory", headers=SHOP).json()
+    assert [i["text"] for i in items] == ["our currency is CHF", "we use GnuCash 5"]
+    currency = items[0]["id"]
+
+    assert api.delete(f"/v1/people/u-1/memory/{currency}", headers=OTHER).status_code == 404
+    gone = api.delete(f"/v1/people/u-1/memory/{currency}", headers=SHOP)
+    assert gone.json() == {"forgotten": 2}  # CHF and the EUR it replaced
+    assert [i["text"] for i in api.get("/v1/people/u-1/memory", headers=SHOP).json()] == [
+        "we use GnuCash 5"
+    ]
+
+
 def test_staff_are_remembered_by_their_sign_in(api: TestClient) -> None:
     say(api, "widget:alice:1", "Remember that I prefer short answers", ALICE, person="bob")
     items = api.get("/v1/people/alice/memory", headers=ALICE).json()
