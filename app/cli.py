@@ -11,6 +11,7 @@ import typer
 from app import conversations_cli
 from app.bench import cli as bench_cli
 from app.insights import cli as insights_cli
+from app.memory import cli as memory_cli
 from bot import cli as telegram_cli
 from evals import cli as eval_cli
 from knowledge import cli as knowledge_cli
@@ -34,6 +35,7 @@ cli.add_typer(bench_cli.app, name="bench", help="Benchmarks: prefix-cache simula
 cli.add_typer(
     insights_cli.app, name="insights", help="What the bot did not answer: knowledge gaps."
 )
+cli.add_typer(memory_cli.app, name="memory", help="What the bot remembers of people: forget.")
 
 
 @cli.command()

@@ -778,6 +778,28 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
     return merged
 
 
+class PeopleMemorySettings(BaseModel):
+    """What the bot remembers of a person from one conversation to the next (app/memory;
+    guide: docs/memory.md, "Memory across conversations")."""
+
+    audiences: list[str] = Field(
+        ["staff", "client"],
+        description="the audiences whose people are remembered; `[]` turns memory off",
+    )
+    retention_days: int = Field(
+        180, gt=0, description="an item not used for this many days is deleted"
+    )
+    max_items: int = Field(
+        40, gt=0, description="items kept per person (or Telegram chat); the oldest go first"
+    )
+    block_tokens: int = Field(
+        300,
+        gt=0,
+        description="the memory block at the start of a new conversation holds the newest "
+        "items within this many tokens",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SUPPORTBOT_",
@@ -800,6 +822,7 @@ class Settings(BaseSettings):
     profiles: ProfilesSettings = ProfilesSettings()
     handoff: HandoffSettings = HandoffSettings()
     decisions: DecisionSettings = DecisionSettings()
+    memory: PeopleMemorySettings = PeopleMemorySettings()
     admin_token: SecretStr | None = Field(None, description="protects the admin endpoints")
     home: Path = Field(
         default_factory=default_home,

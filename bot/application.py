@@ -171,6 +171,7 @@ def build_application(
     handlers: list[BaseHandler[Any, Any, Any]] = [
         CommandHandler("ask", bot.ask, filters=new_message),
         CommandHandler("reset", bot.reset, filters=new_message),
+        CommandHandler("forget", bot.forget, filters=new_message),
         CommandHandler(["start", "help"], bot.help, filters=new_message),
         MessageHandler(said & ADDRESSED_TO_BOT, bot.answer),
     ]

@@ -23,6 +23,8 @@ from app.chat.types import (
     TurnRequest,
     TurnStarted,
 )
+from app.memory import store as memory_store
+from app.memory.scope import telegram_scope
 from app.settings import Settings
 from bot.dedupe import claim_update, forget_updates_before
 from bot.delivery import Destination, Outbox
@@ -56,6 +58,8 @@ ASK_USAGE = "What is your question? For example: /ask How do I create an invoice
 ADMINS_ONLY = "Only the chat's admins can start a fresh conversation."
 RESET_DONE = "Starting fresh: I no longer see what was said before (it stays archived)."
 NOTHING_TO_RESET = "There is nothing to reset yet."
+FORGOTTEN = "Done: I have forgotten what you told me in this chat."
+NOTHING_TO_FORGET = "I remember nothing you told me in this chat."
 RESET_NOT_CHECKED = (
     "I could not check with Telegram whether you are an admin of this chat, so nothing was "
     "reset. Please try /reset again in a moment."
@@ -80,7 +84,9 @@ def help_text(bot_username: str) -> str:
         "write /ask followed by your question. In a private chat, just write.\n"
         "You can send a screenshot (as a photo or a file) with your question as its caption, "
         "and reply to someone's message when you ask me about it.\n"
-        "/reset (chat admins) starts a fresh conversation."
+        "/reset (chat admins) starts a fresh conversation.\n"
+        'I remember what you tell me in this chat ("remember that …" too) for your next '
+        "conversations here; /forget makes me forget it."
     )
 
 
@@ -201,6 +207,20 @@ class SupportBot:
         await self.group_context.taken(key)
         await message.reply_text(RESET_DONE if reset else NOTHING_TO_RESET)
 
+    async def forget(self, update: Update, _: Context) -> None:
+        """The sender's own memory in this chat goes (app/memory), and their words with it
+        from the archive recall_history searches."""
+        message = update.effective_message
+        assert message is not None
+        if message.from_user is None:
+            return
+        async with self._sessions() as session:
+            forgotten = await memory_store.forget(
+                session, telegram_scope(message.chat.id, message.from_user.id)
+            )
+            await session.commit()
+        await message.reply_text(FORGOTTEN if forgotten else NOTHING_TO_FORGET)
+
     async def on_error(self, update: object, context: Context) -> None:
         update_id = update.update_id if isinstance(update, Update) else None
         log.error("handling update %s failed", update_id, exc_info=context.error)
@@ -239,6 +259,9 @@ class SupportBot:
             text=whole_question(text, quote, context, self._settings.chat.max_message_chars),
             images=tuple(images),
             ask=ask,  # answered even while a person has the chat
+            memory_scope=telegram_scope(
+                message.chat.id, message.from_user.id if message.from_user else None
+            ),
         )
         destination = Destination.of(message)
         await show_typing(message)

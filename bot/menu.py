@@ -13,16 +13,19 @@ COMMANDS: dict[str | None, list[tuple[str, str]]] = {
     None: [
         ("ask", "Ask a question"),
         ("reset", "Start a fresh conversation (chat admins)"),
+        ("forget", "Forget what I told the bot in this chat"),
         ("help", "How to talk to the bot"),
     ],
     "ru": [
         ("ask", "Задать вопрос"),
         ("reset", "Начать разговор заново (админы чата)"),
+        ("forget", "Забыть, что я рассказал боту в этом чате"),
         ("help", "Как общаться с ботом"),
     ],
     "de": [
         ("ask", "Eine Frage stellen"),
         ("reset", "Das Gespräch neu beginnen (Chat-Admins)"),
+        ("forget", "Vergessen, was ich dem Bot in diesem Chat gesagt habe"),
         ("help", "So sprechen Sie mit dem Bot"),
     ],
 }

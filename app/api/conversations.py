@@ -36,6 +36,7 @@ from app.chat.types import (
     citations_of,
 )
 from app.db.models import Conversation, Feedback, Message
+from app.memory.scope import api_scope, widget_scope
 from app.observability.usage import UsageTotals
 from app.settings import CONVERSATION_KEY_PATTERN, KnowledgeSettings
 
@@ -56,6 +57,16 @@ ConversationKey = Annotated[
 TurnNumber = Annotated[int, Path(ge=1, le=2**31 - 1)]  # the turns.number column's range
 
 
+def memory_scope(caller: Caller, person: str | None) -> str | None:
+    """Whose memory the turn reads and writes: a staff member's own, a backend's person
+    under its key prefix; an anonymous client is not remembered."""
+    if caller.is_staff and caller.name:
+        return widget_scope(caller.name)
+    if caller.kind == "backend" and person:
+        return api_scope(caller.key_prefix, person)
+    return None
+
+
 async def turn_request(
     key: ConversationKey, body: MessageIn, caller: CallerDep, chat: ChatServiceDep, http: Request
 ) -> TurnRequest:
@@ -71,6 +82,7 @@ async def turn_request(
         audience=body.audience,
         author=caller.name if caller.is_staff else body.author,
         text=body.text,
+        memory_scope=memory_scope(caller, body.person),
     )
     chat.validate(request)
     await turn_limits(http).take(key, caller.rate_key)

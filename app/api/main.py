@@ -9,7 +9,16 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
-from app.api import admin, conversations, handoffs, health, insights, telegram, widget
+from app.api import (
+    admin,
+    conversations,
+    handoffs,
+    health,
+    insights,
+    people,
+    telegram,
+    widget,
+)
 from app.api.body_limit import BodySizeLimit
 from app.api.cross_site import CrossSiteGuard
 from app.api.errors import install_error_handlers
@@ -66,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(handoffs.router)
     app.include_router(insights.router)
+    app.include_router(people.router)
     app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(CrossSiteGuard, allowed_origins=settings.widget.allowed_origins)

@@ -21,7 +21,7 @@ from app.chat.types import Citation, TurnReply
 from app.db.models import Feedback
 from app.db.queries import ConversationSummary
 from app.observability.usage import UsageTotals
-from app.settings import KnowledgeSettings
+from app.settings import CONVERSATION_KEY_PATTERN, KnowledgeSettings
 
 # What people type: cleaned and checked by the rules every way in shares (app/chat/text.py).
 Text = Annotated[str, AfterValidator(normalize_text)]
@@ -49,6 +49,9 @@ Author = Annotated[
     AfterValidator(normalize_text),
     AfterValidator(_one_line),
 ]
+Person = Annotated[str, StringConstraints(pattern=CONVERSATION_KEY_PATTERN)]
+
+
 # SQLite hands back naive datetimes; everything the service stores is UTC.
 UtcDatetime = Annotated[
     AwareDatetime,
@@ -79,6 +82,13 @@ class MessageIn(BaseModel):
     text: Text = Field(
         description="the message: controls removed, NFC; empty, invisible-only or over the "
         "configured limit is refused"
+    )
+    person: Person | None = Field(
+        None,
+        description="a backend's stable id of the writer (its own user id): what they told "
+        "the bot is remembered in their next conversations under this API key's prefix "
+        "(docs/memory.md); without it nothing is remembered. Staff are remembered by their "
+        "sign-in, so staff calls ignore it",
     )
 
 
@@ -268,3 +278,13 @@ class ConversationListOut(BaseModel):
 
 class ErrorOut(BaseModel):
     detail: str = Field(description="what went wrong, for a person to read")
+
+
+class MemoryItemOut(BaseModel):
+    id: int
+    text: str = Field(description="what the person said, in their words")
+    kind: str = Field(description="its subject words: a newer statement of the kind replaces it")
+    source_conversation: str | None = Field(description="the conversation it was said in")
+    recall_id: int | None = Field(description="the message it was said in (recall id)")
+    created_at: UtcDatetime
+    last_used_at: UtcDatetime

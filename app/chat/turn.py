@@ -36,6 +36,7 @@ from app.chat.types import (
     citations_of,
 )
 from app.db import queries
+from app.memory.turns import PeopleMemory
 from app.observability import metrics
 from app.observability.calls import UsageCollector
 from app.observability.redact import configured_secrets, redact_secrets
@@ -100,10 +101,16 @@ def reply_of(
     )
 
 
-def memory_report(begun: BegunTurn, memory: MemoryUpdate | None, summaries: int) -> MemoryReport:
-    """What this turn's memory decisions did to the context the previous turn left."""
+def memory_report(
+    begun: BegunTurn,
+    memory: MemoryUpdate | None,
+    summaries: int,
+    remembered: tuple[int, ...] = (),
+) -> MemoryReport:
+    """What this turn's memory decisions did to the context the previous turn left, and
+    which remembered items its memory block showed."""
     if memory is None:
-        return MemoryReport(summary_version=summaries)
+        return MemoryReport(summary_version=summaries, people_memory_items=remembered)
     loaded = {str(m.id): m for m in begun.working["messages"]}
     freed = sum(
         max(0, count_tokens(loaded[message_id].text) - count_tokens(placeholder))
@@ -120,6 +127,7 @@ def memory_report(begun: BegunTurn, memory: MemoryUpdate | None, summaries: int)
         messages_folded=stored if folded else 0,
         summary_version=summaries,
         prefix_kept=not memory.placeholders and not memory.dropped,
+        people_memory_items=remembered,
     )
 
 
@@ -136,9 +144,11 @@ class TurnRunner:
     clock: Callable[[], float]
     router: TurnRouter | None = None  # None: the bot answers every turn
     _secrets: list[str] = field(init=False)
+    _people: PeopleMemory = field(init=False)
 
     def __post_init__(self) -> None:
         self._secrets = configured_secrets(self.settings)
+        self._people = PeopleMemory(self.settings.memory)
 
     def _describe(self, error: BaseException) -> str:
         """A failure as `turns.error` stores it and the log shows it: providers echo
@@ -280,7 +290,13 @@ class TurnRunner:
         )
         deadline = asyncio.timeout(self.settings.chat.turn_timeout_seconds)
         on_token = (lambda text: emit_token(TurnToken(text))) if emit_token else None
+        scope = self._people.scope_of(conversation.audience, request.memory_scope)
+        remembered: tuple[int, ...] = ()
         try:
+            if scope is not None:
+                block = await self._people.block(held.sessions, scope, conversation)
+                begun.working["people_memory"] = block.text if block else None
+                remembered = tuple(block.item_ids) if block else ()
             async with deadline:
                 result = await self._run_agent(held, begun, collector, trace, on_token)
             # Memory may have removed or replaced loaded messages: new ones have new ids.
@@ -310,6 +326,8 @@ class TurnRunner:
             detail = INTERRUPTED_KEPT if interrupted else FAILED_KEPT
             return TurnError(conversation.key, turn.number, status, True, detail)
         self.count("ok", request.channel)
+        if scope is not None:
+            await self._remember(held, begun, request, scope, memory)
         if self.settings.observability.metrics_enabled:
             metrics.observe_turn(
                 profile=conversation.profile,
@@ -319,7 +337,7 @@ class TurnRunner:
         reply = reply_of(begun, new_messages, UsageTotals.of(collector.records), outcome)
         if trace is not None:
             try:
-                await self._finish_trace(held, begun, trace, reply, memory, collector)
+                await self._finish_trace(held, begun, trace, reply, memory, collector, remembered)
             except Exception as error:  # the turn is answered and stored: tracing only
                 log.warning(
                     "turn %s of %s: trace not finished: %s", turn.number, conversation.key, error
@@ -334,12 +352,42 @@ class TurnRunner:
         reply: TurnReply,
         memory: MemoryUpdate | None,
         collector: UsageCollector,
+        remembered: tuple[int, ...],
     ) -> None:
         async with held.sessions() as session:
             summaries = await queries.summary_count(session, begun.conversation)
         citations = [{"title": c.title, "source": c.source} for c in reply.citations]
-        report = memory_report(begun, memory, summaries)
+        report = memory_report(begun, memory, summaries, remembered)
         trace.finish(reply.text, citations, collector.records, report, reply.outcome)
+
+    async def _remember(
+        self,
+        held: HeldConversation,
+        begun: BegunTurn,
+        request: TurnRequest,
+        scope: str,
+        memory: MemoryUpdate | None,
+    ) -> None:
+        """Keep what the turn's fold extracted and an explicit "remember that …"; the turn
+        is answered and stored, so a failure here is only logged."""
+        asked = begun.working["messages"][-1]
+        message_id = int(asked.id) if str(asked.id).isdigit() else None
+        try:
+            await self._people.write(
+                held.sessions,
+                scope,
+                begun.conversation.key,
+                request.author,
+                (request.text, message_id),
+                memory.summary if memory else None,
+            )
+        except Exception as error:
+            log.warning(
+                "turn %s of %s: nothing remembered: %s",
+                begun.turn.number,
+                begun.conversation.key,
+                self._describe(error),
+            )
 
     async def _run_agent(
         self,

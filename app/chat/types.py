@@ -41,6 +41,8 @@ class TurnRequest:
     images: tuple[ImageInput, ...] = ()
     # Addressed with /ask: answered even while a person has the conversation (app/handoff).
     ask: bool = False
+    # Whose memory the turn reads and writes (app/memory/scope.py); None: not remembered.
+    memory_scope: str | None = None
 
 
 CITATION_EXCERPT_CHARS = 300

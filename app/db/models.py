@@ -221,3 +221,26 @@ class Handoff(Base):
     claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     resolved_by: Mapped[str | None] = mapped_column(String(255))
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class MemoryItem(Base):
+    """A fact or preference a person stated, kept beyond its conversation (app/memory).
+
+    `scope` is whose it is, tenant first: `api|<key prefix>|<person>`, `widget|<staff>`,
+    `telegram|<chat>|<user>` or a Telegram chat's shared facts `telegram|<chat>|*`; an item
+    is only ever read by its own scope. A newer statement of the same `kind` supersedes it."""
+
+    __tablename__ = "memory_items"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    scope: Mapped[str] = mapped_column(String(400), index=True)
+    kind: Mapped[str] = mapped_column(String(128))  # the fact's subject words
+    text: Mapped[str] = mapped_column(Text)
+    source_conversation: Mapped[str | None] = mapped_column(String(255))
+    source_message_id: Mapped[int | None] = mapped_column(Integer)  # the recall id
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_used_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    superseded_by: Mapped[int | None] = mapped_column(
+        ForeignKey("memory_items.id", ondelete="SET NULL")
+    )
+    superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -101,6 +101,8 @@ class MemoryReport:
     summary_version: int = 0  # summaries stored so far in the conversation
     # Nothing the previous turn sent was rewritten (nothing cleared, trimmed or folded).
     prefix_kept: bool = True
+    # The remembered items (app/memory) the conversation's memory block showed.
+    people_memory_items: tuple[int, ...] = ()
 
     def tags(self) -> list[str]:
         tags = []
@@ -110,6 +112,8 @@ class MemoryReport:
             tags.append("memory:trimmed")
         if self.messages_folded:
             tags.append("memory:folded")
+        if self.people_memory_items:
+            tags.append("memory:remembered")
         if not self.prefix_kept:
             tags.append("memory:prefix-changed")
         return tags
@@ -123,6 +127,7 @@ class MemoryReport:
             "memory_messages_folded": str(self.messages_folded),
             "memory_summary_version": str(self.summary_version),
             "memory_prefix_kept": str(self.prefix_kept).lower(),
+            "memory_people_items": ",".join(map(str, self.people_memory_items)),
         }
 
 

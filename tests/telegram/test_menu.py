@@ -12,7 +12,7 @@ async def test_the_command_menu_is_registered_in_three_languages(
 
     assert set(bot_api.commands) == {None, "ru", "de"}
     for commands in bot_api.commands.values():
-        assert [c["command"] for c in commands] == ["ask", "reset", "help"]
+        assert [c["command"] for c in commands] == ["ask", "reset", "forget", "help"]
     assert bot_api.commands[None][0]["description"] == "Ask a question"
     assert bot_api.commands["ru"][0]["description"] == "Задать вопрос"
     assert bot_api.commands["de"][0]["description"] == "Eine Frage stellen"

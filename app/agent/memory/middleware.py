@@ -39,11 +39,12 @@ def _tool_name(tool: BaseTool | dict[str, Any]) -> str:
     return str(tool.get("name") or tool.get("function", {}).get("name"))
 
 
-def with_summary(system: SystemMessage | None, summary: str) -> SystemMessage:
-    """The static prompt first, the summary second: two blocks, so the prompt's cached
-    prefix survives a new summary (and Anthropic can mark a breakpoint after each)."""
+def with_summary(system: SystemMessage | None, *texts: str) -> SystemMessage:
+    """The static prompt first, then the remembered people's block (fixed for the whole
+    conversation) and the summary (fixed between folds): separate blocks, so the prompt's
+    cached prefix survives a new summary (and Anthropic can mark a breakpoint after each)."""
     blocks: list[str | dict[str, Any]] = [{"type": "text", "text": system.text}] if system else []
-    return SystemMessage(content=[*blocks, {"type": "text", "text": summary}])
+    return SystemMessage(content=[*blocks, *({"type": "text", "text": t} for t in texts)])
 
 
 class MemoryMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
@@ -123,9 +124,10 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, MemoryContext, Any]):
 
     @staticmethod
     def _request_with_memory(request: ModelRequest[MemoryContext]) -> ModelRequest[MemoryContext]:
-        summary = request.state.get("summary")
-        if isinstance(summary, str) and summary:
-            request = request.override(system_message=with_summary(request.system_message, summary))
+        added = [request.state.get("people_memory"), request.state.get("summary")]
+        texts = [text for text in added if isinstance(text, str) and text]
+        if texts:
+            request = request.override(system_message=with_summary(request.system_message, *texts))
         if not request.state.get("archived"):  # nothing to recall yet: don't offer the tool
             request = request.override(
                 tools=[t for t in request.tools if _tool_name(t) != RECALL_TOOL]

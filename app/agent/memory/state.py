@@ -44,5 +44,7 @@ class MemoryUpdate:
 
 class MemoryState(AgentState[Any]):
     summary: NotRequired[str | None]  # the stored summary, right after the system prompt
+    # What the people were remembered by (app/memory), between the system prompt and summary.
+    people_memory: NotRequired[str | None]
     archived: NotRequired[bool]  # anything cleared or dropped yet: recall_history is offered
     memory: NotRequired[Annotated[MemoryUpdate | None, OmitFromInput]]

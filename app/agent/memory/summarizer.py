@@ -136,6 +136,28 @@ class _SummaryParts:
         return "\n".join(lines)
 
 
+_FACT = re.compile(r"^(?:(?P<author>[^:\n]{1,64}): )?(?P<text>.*?)(?: \(#(?P<id>\d+)\))?$")
+
+
+@dataclass(frozen=True)
+class StatedFact:
+    author: str | None
+    text: str
+    recall_id: int | None
+
+
+def stated_facts(summary: str) -> list[StatedFact]:
+    """The summary's "Facts and constraints users stated", as the layout writes them:
+    `- <author>: <fact> (#id)`."""
+    facts = []
+    for item in _SummaryParts.parse(summary).sections[SECTIONS[0]]:
+        match = _FACT.match(item)
+        if match and match["text"].strip():
+            recall_id = int(match["id"]) if match["id"] else None
+            facts.append(StatedFact(match["author"], match["text"].strip(), recall_id))
+    return facts
+
+
 def _shorten(text: str) -> str:
     return text if len(text) <= ITEM_CHARS else text[: ITEM_CHARS - 1] + "…"
 

@@ -1,0 +1,103 @@
+"""A person's memory over HTTP (app/memory): what the bot keeps of them, and forgetting it.
+
+Each caller reaches its own scope only: an API key the people of its key prefix, a staff
+member their own memory. Another tenant's person is simply not there (404)."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Path, status
+from pydantic import BaseModel, Field
+
+from app.api.auth import CHALLENGE, CallerDep
+from app.api.deps import RuntimeDep
+from app.api.errors import documented
+from app.api.schemas import MemoryItemOut
+from app.memory import store
+from app.memory.scope import api_scope, widget_scope
+from app.settings import CONVERSATION_KEY_PATTERN
+
+router = APIRouter(prefix="/v1/people", tags=["people"])
+
+PersonId = Annotated[
+    str,
+    Path(
+        pattern=CONVERSATION_KEY_PATTERN,
+        examples=["u-1842"],
+        description="the `person` id the turns gave; for staff, their own name",
+    ),
+]
+
+
+def person_scope(person: PersonId, caller: CallerDep) -> str:
+    """The memory scope `person` names for this caller, never another tenant's."""
+    if caller.kind == "backend":
+        return api_scope(caller.key_prefix, person)
+    if caller.is_staff:
+        if person != caller.name:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, "staff reach their own memory only")
+        return widget_scope(person)
+    raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials or an API key", CHALLENGE)
+
+
+ScopeDep = Annotated[str, Depends(person_scope)]
+
+
+class ForgottenOut(BaseModel):
+    forgotten: int = Field(description="items deleted (with the statements they replaced)")
+
+
+NOT_REMEMBERED = "nothing is remembered of this person"
+
+
+@router.get(
+    "/{person}/memory", response_model=list[MemoryItemOut], responses=documented(401, 403, 404, 422)
+)
+async def get_memory(scope: ScopeDep, runtime: RuntimeDep) -> list[MemoryItemOut]:
+    """What the bot keeps of the person: their current items, oldest first."""
+    async with runtime.sessions() as session:
+        items = await store.active_items(session, [scope])
+    if not items:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_REMEMBERED)
+    return [
+        MemoryItemOut(
+            id=i.id,
+            text=i.text,
+            kind=i.kind,
+            source_conversation=i.source_conversation,
+            recall_id=i.source_message_id,
+            created_at=i.created_at,
+            last_used_at=i.last_used_at,
+        )
+        for i in items
+    ]
+
+
+@router.delete(
+    "/{person}/memory", response_model=ForgottenOut, responses=documented(401, 403, 404, 422)
+)
+async def forget_memory(scope: ScopeDep, runtime: RuntimeDep) -> ForgottenOut:
+    """Forget the person: their items go, and so do their words from the archives that
+    recall_history searches."""
+    async with runtime.sessions() as session:
+        forgotten = await store.forget(session, scope)
+        await session.commit()
+    if not forgotten:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_REMEMBERED)
+    return ForgottenOut(forgotten=forgotten)
+
+
+@router.delete(
+    "/{person}/memory/{item}",
+    response_model=ForgottenOut,
+    responses=documented(401, 403, 404, 422),
+)
+async def forget_item(
+    scope: ScopeDep, item: Annotated[int, Path(ge=1, le=2**31 - 1)], runtime: RuntimeDep
+) -> ForgottenOut:
+    """Forget one item (and the older statements it replaced), its words with it."""
+    async with runtime.sessions() as session:
+        forgotten = await store.forget(session, scope, item)
+        await session.commit()
+    if not forgotten:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such item in this person's memory")
+    return ForgottenOut(forgotten=forgotten)

@@ -1,0 +1,42 @@
+"""Whose memory an item is. A scope names its tenant first, so no query for one scope
+can reach another tenant's, and a Telegram user's memory belongs to one chat:
+
+- `api|<API key prefix>|<person>`: a backend's user (the turn's optional `person` id)
+- `widget|<staff member>`
+- `telegram|<chat id>|<user id>`, and `telegram|<chat id>|*` for the chat's shared facts
+"""
+
+SEPARATOR = "|"
+CHAT_WIDE = "*"
+
+
+def _joined(*parts: str) -> str:
+    if any(not part or SEPARATOR in part for part in parts):
+        raise ValueError(f"a memory scope's parts are non-empty and free of {SEPARATOR!r}")
+    return SEPARATOR.join(parts)
+
+
+def api_scope(key_prefix: str, person: str) -> str:
+    return _joined("api", key_prefix or "-", person)
+
+
+def widget_scope(staff: str) -> str:
+    return _joined("widget", staff)
+
+
+def telegram_scope(chat_id: int, user_id: int | None) -> str:
+    return _joined("telegram", str(chat_id), str(user_id) if user_id is not None else CHAT_WIDE)
+
+
+def shared_scope(scope: str) -> str | None:
+    """The Telegram chat's shared memory beside a user's; None elsewhere."""
+    parts = scope.split(SEPARATOR)
+    if parts[0] == "telegram" and parts[-1] != CHAT_WIDE:
+        return telegram_scope(int(parts[1]), None)
+    return None
+
+
+def read_scopes(scope: str) -> list[str]:
+    """What a turn of `scope` sees: its own items and its chat's shared ones."""
+    shared = shared_scope(scope)
+    return [scope, shared] if shared else [scope]

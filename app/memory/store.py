@@ -1,0 +1,170 @@
+"""The memory items of one scope: written, superseded, placed in a block, expired and
+forgotten. Every query names the scopes it reads, so one scope never sees another's."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.agent.messages import strip_author
+from app.db.models import Conversation, MemoryItem, Message, Summary
+from app.memory.facts import kind_of
+from app.tokens import count_tokens
+
+FORGOTTEN = "[forgotten at the person's request]"
+BLOCK_HEADING = (
+    "What these people told us in earlier conversations (their words, with the date said; "
+    "an item may be out of date, so ask before relying on it):"
+)
+
+
+@dataclass(frozen=True)
+class MemoryBlock:
+    text: str
+    item_ids: list[int]  # the items shown, for the turn's memory report
+
+
+async def remember(
+    session: AsyncSession,
+    scope: str,
+    text: str,
+    *,
+    conversation: str | None,
+    message_id: int | None,
+    max_items: int,
+) -> MemoryItem | None:
+    """Keep `text` for `scope`; a current item of the same kind is superseded by it. None
+    when the scope holds it already."""
+    current = await active_items(session, [scope])
+    if any(item.text == text for item in current):
+        return None
+    kind = kind_of(text)
+    item = MemoryItem(
+        scope=scope,
+        kind=kind,
+        text=text,
+        source_conversation=conversation,
+        source_message_id=message_id,
+    )
+    session.add(item)
+    await session.flush()
+    now = datetime.now(UTC)
+    for older in current:
+        if older.kind == kind:
+            older.superseded_by, older.superseded_at = item.id, now
+    kept = [i for i in current if i.kind != kind]
+    overflow = len(kept) + 1 - max_items
+    if overflow > 0:  # the oldest go first
+        await session.execute(
+            delete(MemoryItem).where(MemoryItem.id.in_([i.id for i in kept[:overflow]]))
+        )
+    return item
+
+
+async def active_items(session: AsyncSession, scopes: Sequence[str]) -> list[MemoryItem]:
+    """The scopes' current items (not superseded), oldest first."""
+    found = await session.scalars(
+        select(MemoryItem)
+        .where(MemoryItem.scope.in_(scopes), MemoryItem.superseded_by.is_(None))
+        .order_by(MemoryItem.id)
+    )
+    return list(found)
+
+
+async def memory_block(
+    session: AsyncSession, scopes: Sequence[str], since: datetime, token_budget: int
+) -> MemoryBlock | None:
+    """The items current when the conversation began (`since`), newest first within the
+    budget, shown oldest first. What the conversation itself adds or supersedes does not
+    change it: it is already in the conversation, and the block stays the same prefix."""
+    found = await session.scalars(
+        select(MemoryItem)
+        .where(
+            MemoryItem.scope.in_(scopes),
+            MemoryItem.created_at < since,
+            or_(MemoryItem.superseded_at.is_(None), MemoryItem.superseded_at >= since),
+        )
+        .order_by(MemoryItem.id.desc())
+    )
+    lines: list[tuple[int, str]] = []
+    spent = count_tokens(BLOCK_HEADING)
+    for item in found:
+        line = f"- {item.created_at:%Y-%m-%d}: {item.text}"
+        spent += count_tokens(line)
+        if spent > token_budget:
+            break
+        lines.append((item.id, line))
+    if not lines:
+        return None
+    lines.reverse()
+    text = "\n".join([BLOCK_HEADING, *(line for _, line in lines)])
+    return MemoryBlock(text, [item_id for item_id, _ in lines])
+
+
+async def context_began(session: AsyncSession, conversation: Conversation) -> datetime:
+    """When the conversation's current context began: its last reset (`/reset` drops
+    everything and stores an empty summary of model `reset`), or its creation."""
+    reset = await session.scalar(
+        select(func.max(Summary.created_at)).where(
+            Summary.conversation_id == conversation.id, Summary.model == "reset"
+        )
+    )
+    return reset or conversation.created_at
+
+
+async def touch(session: AsyncSession, item_ids: Sequence[int]) -> None:
+    if item_ids:
+        await session.execute(
+            update(MemoryItem)
+            .where(MemoryItem.id.in_(item_ids))
+            .values(last_used_at=datetime.now(UTC))
+        )
+
+
+async def expire(session: AsyncSession, scopes: Sequence[str], retention_days: int) -> int:
+    """Delete the items not used for `retention_days`."""
+    before = datetime.now(UTC) - timedelta(days=retention_days)
+    result = await session.execute(
+        delete(MemoryItem).where(MemoryItem.scope.in_(scopes), MemoryItem.last_used_at < before)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def _forget_in_archive(session: AsyncSession, item: MemoryItem) -> None:
+    """Blank the item's source message and what quotes its words (a search for them)
+    among its conversation's messages out of the context, where recall_history looks."""
+    if item.source_conversation is None:
+        return
+    words = strip_author(item.text)
+    archived = (
+        Message.conversation_id.in_(
+            select(Conversation.id).where(Conversation.key == item.source_conversation)
+        ),
+        Message.context_state != "active",
+    )
+    quoted = Message.content.contains(words, autoescape=True)
+    said = or_(Message.id == item.source_message_id, quoted)
+    await session.execute(update(Message).where(*archived, said).values(content=FORGOTTEN))
+    described = Message.placeholder.contains(words, autoescape=True)  # a cleared search's
+    await session.execute(update(Message).where(*archived, described).values(placeholder=FORGOTTEN))
+
+
+async def forget(session: AsyncSession, scope: str, item_id: int | None = None) -> int:
+    """Delete the scope's items (all, or one with what it superseded) and blank their
+    source messages where recall_history searches them (messages out of the context).
+    Returns how many items went."""
+    chosen = select(MemoryItem).where(MemoryItem.scope == scope)
+    items = list(await session.scalars(chosen))
+    if item_id is not None:
+        chain = {item_id}  # the item and every older statement it replaced
+        while older := {i.id for i in items if i.superseded_by in chain} - chain:
+            chain |= older
+        items = [i for i in items if i.id in chain]
+    if not items:
+        return 0
+    for item in items:
+        await _forget_in_archive(session, item)
+    await session.execute(delete(MemoryItem).where(MemoryItem.id.in_([i.id for i in items])))
+    return len(items)

@@ -1,0 +1,88 @@
+"""Memory in a turn's life: the block a new conversation starts with, and what a turn
+writes — the facts its fold extracted (no extra model call) and an explicit
+"remember that …"."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agent.memory.summarizer import stated_facts
+from app.db.models import Conversation
+from app.memory import store
+from app.memory.facts import remembered
+from app.memory.scope import read_scopes, shared_scope
+from app.memory.store import MemoryBlock
+from app.settings import PeopleMemorySettings
+
+ANONYMOUS_AUTHOR = "user"  # how the summary names a user message without an author
+
+
+@dataclass(frozen=True)
+class PeopleMemory:
+    settings: PeopleMemorySettings
+
+    def scope_of(self, audience: str, scope: str | None) -> str | None:
+        """The turn's memory scope, or None: not remembered."""
+        return scope if scope and audience in self.settings.audiences else None
+
+    async def block(
+        self, sessions: async_sessionmaker[AsyncSession], scope: str, conversation: Conversation
+    ) -> MemoryBlock | None:
+        """The block this conversation's context starts with (the same on each of its
+        turns until a reset, while nothing is forgotten); its items count as used now."""
+        scopes = read_scopes(scope)
+        async with sessions() as session:
+            await store.expire(session, scopes, self.settings.retention_days)
+            began = await store.context_began(session, conversation)
+            block = await store.memory_block(session, scopes, began, self.settings.block_tokens)
+            if block:
+                await store.touch(session, block.item_ids)
+            await session.commit()
+        return block
+
+    async def write(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        scope: str,
+        conversation_key: str,
+        author: str | None,
+        said: tuple[str, int | None] | None,
+        summary: str | None,
+    ) -> list[int]:
+        """Keep an explicit "remember that …" (`said`: the message and its id) and the facts
+        of a new `summary`: the author's go to `scope`, the others' in a Telegram chat to
+        the chat's shared memory. Returns the new items' ids."""
+        wanted: list[tuple[str, str, int | None]] = []
+        if said and (fact := remembered(said[0])):
+            wanted.append((scope, fact, said[1]))
+        if summary:
+            shared = shared_scope(scope)
+            for stated in stated_facts(summary):
+                if stated.author in (author or ANONYMOUS_AUTHOR, None):
+                    wanted.append((scope, stated.text, stated.recall_id))
+                elif shared:
+                    wanted.append((shared, f"{stated.author}: {stated.text}", stated.recall_id))
+        return await self._keep(sessions, conversation_key, wanted)
+
+    async def _keep(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        conversation_key: str,
+        wanted: Sequence[tuple[str, str, int | None]],
+    ) -> list[int]:
+        kept = []
+        async with sessions() as session:
+            for scope, text, message_id in wanted:
+                item = await store.remember(
+                    session,
+                    scope,
+                    text,
+                    conversation=conversation_key,
+                    message_id=message_id,
+                    max_items=self.settings.max_items,
+                )
+                if item is not None:
+                    kept.append(item.id)
+            await session.commit()
+        return kept

@@ -1,0 +1,85 @@
+"""`/v1/people/{person}/memory` and the `person` field: each API key reaches the people
+of its own key prefix, staff their own memory; what the model receives is captured."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from app.settings import ApiKey, Settings
+from tests.conftest import make_client
+
+SHOP = {"authorization": "Bearer shop-key-0123456789abcdef"}
+OTHER = {"authorization": "Bearer other-key-0123456789abcdef"}
+ALICE = {"authorization": "Bearer alice-token"}
+
+
+@pytest.fixture
+def api(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
+    settings.api.keys = {
+        "shop": ApiKey(key=SecretStr(SHOP["authorization"][7:]), prefix="api:shop:"),
+        "other": ApiKey(key=SecretStr(OTHER["authorization"][7:]), prefix="api:other:"),
+    }
+    settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
+    with make_client(settings, sample_index) as client:
+        yield client
+
+
+def say(client: TestClient, key: str, text: str, headers: dict[str, str], **extra: str) -> None:
+    body = {"audience": "client", "author": "Ann", "text": text, **extra}
+    response = client.post(f"/v1/conversations/{key}/messages", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+
+
+def test_a_backend_reads_and_forgets_its_own_people_only(api: TestClient) -> None:
+    say(api, "api:shop:1", "Remember that our currency is CHF", SHOP, person="u-1")
+    say(api, "api:other:1", "Remember that we use GnuCash 5", OTHER, person="u-1")
+
+    mine = api.get("/v1/people/u-1/memory", headers=SHOP)
+    assert mine.status_code == 200, mine.text
+    assert [(i["text"], i["kind"], i["source_conversation"]) for i in mine.json()] == [
+        ("our currency is CHF", "currency", "api:shop:1")
+    ]
+    theirs = api.get("/v1/people/u-1/memory", headers=OTHER).json()
+    assert [i["text"] for i in theirs] == ["we use GnuCash 5"]
+    assert api.get("/v1/people/u-2/memory", headers=SHOP).status_code == 404
+    assert api.get("/v1/people/u-1/memory").status_code == 401
+    assert api.get("/v1/people/u-1/memory", headers=ALICE).status_code == 403
+
+    assert api.delete("/v1/people/u-1/memory", headers=SHOP).json() == {"forgotten": 1}
+    assert api.get("/v1/people/u-1/memory", headers=SHOP).status_code == 404
+    assert api.delete("/v1/people/u-1/memory", headers=SHOP).status_code == 404
+    # The other tenant's person with the same id keeps theirs.
+    assert [i["text"] for i in api.get("/v1/people/u-1/memory", headers=OTHER).json()] == [
+        "we use GnuCash 5"
+    ]
+
+
+def test_one_item_goes_with_what_it_replaced_and_only_in_its_own_scope(api: TestClient) -> None:
+    for text in ["our currency is EUR", "our currency is CHF", "we use GnuCash 5"]:
+        say(api, "api:shop:1", f"Remember that {text}", SHOP, person="u-1")
+    items = api.get("/v1/people/u-1/memory", headers=SHOP).json()
+    assert [i["text"] for i in items] == ["our currency is CHF", "we use GnuCash 5"]
+    currency = items[0]["id"]
+
+    assert api.delete(f"/v1/people/u-1/memory/{currency}", headers=OTHER).status_code == 404
+    gone = api.delete(f"/v1/people/u-1/memory/{currency}", headers=SHOP)
+    assert gone.json() == {"forgotten": 2}  # CHF and the EUR it replaced
+    assert [i["text"] for i in api.get("/v1/people/u-1/memory", headers=SHOP).json()] == [
+        "we use GnuCash 5"
+    ]
+
+
+def test_staff_are_remembered_by_their_sign_in(api: TestClient) -> None:
+    say(api, "widget:alice:1", "Remember that I prefer short answers", ALICE, person="bob")
+    items = api.get("/v1/people/alice/memory", headers=ALICE).json()
+    assert [i["text"] for i in items] == ["I prefer short answers"]
+
+
+def test_a_bad_person_id_is_refused_and_nothing_stored(api: TestClient) -> None:
+    body = {"audience": "client", "author": "Ann", "text": "hi", "person": "a|b"}
+    response = api.post("/v1/conversations/api:shop:9/messages", json=body, headers=SHOP)
+    assert response.status_code == 422
+    assert api.get("/v1/conversations/api:shop:9", headers=SHOP).status_code == 404
