@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from app.api.auth import CHALLENGE, CallerDep
 from app.api.deps import RuntimeDep
 from app.api.errors import documented
+from app.api.schemas import UtcDatetime
 from app.insights.gaps import BadPeriod, GapReport, GapReporter, parse_period, reporter_for
 from app.insights.outcomes import outcome_report
 
@@ -67,7 +68,7 @@ class QuestionOut(BaseModel):
     conversation_key: str
     turn: int
     transcript: str  # GET it for the whole conversation
-    asked_at: datetime
+    asked_at: UtcDatetime
     comment: str | None  # the 👎's comment
     handoff_reason: str | None  # for a turn handed to a person: asked, model, not_found
 
@@ -85,8 +86,8 @@ class GapGroupOut(BaseModel):
 
 
 class GapReportOut(BaseModel):
-    since: datetime
-    until: datetime
+    since: UtcDatetime
+    until: UtcDatetime
     questions: int
     total_groups: int
     offset: int
@@ -139,8 +140,8 @@ class DayOut(BaseModel):
 
 
 class OutcomesOut(BaseModel):
-    since: datetime
-    until: datetime
+    since: UtcDatetime
+    until: UtcDatetime
     outcomes: dict[str, int]
     conversations: int
     resolved: int

@@ -72,6 +72,9 @@ def test_gaps_group_questions_by_topic_across_languages(api: TestClient) -> None
 
     questions = {e["question"] for g in report["groups"] for e in g["examples"]}
     assert "How do I create an invoice?" not in questions  # answered, no 👎
+    # every timestamp with its time zone, on SQLite too (which stores them naive)
+    stamps = [report["since"], report["until"], example["asked_at"]]
+    assert all(datetime.fromisoformat(s).tzinfo is not None for s in stamps)
     assert report["questions"] == 11
 
 
