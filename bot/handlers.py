@@ -1,5 +1,6 @@
 """The bot's handlers: an addressed message becomes one ChatService turn, its reply one or
-more Telegram messages."""
+more Telegram messages. One module: PTB registers them together, and they share the
+chat's checks (addressed, allowed, group context) in order."""
 
 import logging
 from datetime import UTC, datetime, timedelta

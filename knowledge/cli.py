@@ -3,7 +3,8 @@
 A user's mistake (a missing folder, a store another process holds, a collection that does
 not exist, a bad setting) is one line on stderr and a non-zero exit, never a traceback.
 Settings, Qdrant and the embedders are imported by the commands that use them, so that
-`supportbot --help` does not load them.
+`supportbot --help` does not load them. One module: the `kb` command group and the one-line
+error handling its commands share.
 """
 
 import json

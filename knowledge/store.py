@@ -7,7 +7,8 @@ query in the documentation's language (`language`) is also scored in this proces
 and, for English, WordLlama (`knowledge.keywords`), and the scores are added
 (`keyword_weight`, `static_weight`).
 Ingestion is `knowledge.ingest`, counting `knowledge.stats`, the shared client
-`knowledge.client`; a `KnowledgeBase` offers all three over one client.
+`knowledge.client`; a `KnowledgeBase` offers all three over one client. One module: the
+search's signals are fused in one place.
 """
 
 import time
