@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from pydantic import BaseModel
 
-from app.api.auth import CHALLENGE, CallerDep
+from app.api.auth import CallerDep
 from app.api.deps import RuntimeDep
 from app.api.errors import documented
 from app.api.schemas import UtcDatetime
@@ -25,7 +25,8 @@ def tenant_prefix(caller: CallerDep) -> str | None:
         return None
     if caller.kind == "backend":
         return caller.key_prefix
-    raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials or an API key", CHALLENGE)
+    # anonymous, on an open API: identified, and not allowed (no tenant of its own)
+    raise HTTPException(status.HTTP_403_FORBIDDEN, "the insights are for staff and API keys")
 
 
 TenantPrefix = Annotated[str | None, Depends(tenant_prefix)]
@@ -153,7 +154,7 @@ class OutcomesOut(BaseModel):
     days: list[DayOut]
 
 
-@router.get("/gaps", responses=documented(401, 422))
+@router.get("/gaps", responses=documented(401, 403, 422))
 async def gaps(
     prefix: TenantPrefix,
     when: Period,
@@ -168,7 +169,7 @@ async def gaps(
     return GapReportOut.of(await reporter.report(*when, prefix, offset, limit))
 
 
-@router.get("/outcomes", responses=documented(401, 422))
+@router.get("/outcomes", responses=documented(401, 403, 422))
 async def outcomes(prefix: TenantPrefix, when: Period, runtime: RuntimeDep) -> OutcomesOut:
     """Turns' outcomes per day, the resolution rate (conversations answered by the bot
     without a person, a 👎 or a failure), handoffs by reason, cost per resolved

@@ -126,3 +126,10 @@ def test_a_period_ends_after_now_so_the_latest_turns_are_in_it() -> None:
     assert since == until - timedelta(days=1)
     # Within the same minute: the same period, so the same cached report.
     assert reporter.period(timedelta(days=1), now + timedelta(seconds=29)) == (since, until)
+
+
+def test_an_anonymous_caller_of_an_open_api_may_not_read_the_insights(client: TestClient) -> None:
+    for path in ("/v1/insights/gaps", "/v1/insights/outcomes"):
+        refused = client.get(path, params={"since": "7d"})
+        assert refused.status_code == 403, path
+        assert refused.json() == {"detail": "the insights are for staff and API keys"}
