@@ -27,7 +27,7 @@ import yaml
 
 from app.decisions.decider import Decision, MessageDecider
 from app.decisions.intent import EXAMPLES, SoftmaxRegression
-from knowledge.relevance import LabelledQuestion, best_similarity
+from knowledge.relevance import best_similarity
 from knowledge.types import Retriever
 
 HELDOUT = Path(__file__).with_name("decisions") / "heldout.yaml"
@@ -185,14 +185,6 @@ def _decided(
         decider.is_smalltalk(decision, message.text),
         not_in_docs,
     )
-
-
-def relevance_questions(messages: Sequence[LabelledMessage]) -> list[LabelledQuestion]:
-    return [
-        LabelledQuestion(m.text, m.docs == "answerable", m.language)
-        for m in messages
-        if m.docs in ("answerable", "unanswerable")
-    ]
 
 
 def cross_validate(

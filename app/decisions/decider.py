@@ -39,14 +39,18 @@ class MessageDecider:
         expected = self.settings.expected_languages
         return identify(text, expected, expected[0] if expected else "en")
 
-    def hands_over(self, decision: Decision, *, model_decides: bool) -> bool:
-        """Open a handoff before any model: with a real model only for an unambiguous
-        request (the model has `request_human` for the rest)."""
-        needed = (
+    def person_threshold(self, *, model_decides: bool) -> float:
+        """How sure a request for a person must be to skip the model: with a real model
+        only an unambiguous one (the model has `request_human` for the rest)."""
+        return (
             self.settings.person_confidence_before_model
             if model_decides
             else self.settings.person_confidence
         )
+
+    def hands_over(self, decision: Decision, *, model_decides: bool) -> bool:
+        """Open a handoff before any model (see `person_threshold`)."""
+        needed = self.person_threshold(model_decides=model_decides)
         return decision.intent == PERSON and decision.confidence >= needed
 
     def is_smalltalk(self, decision: Decision, text: str) -> bool:

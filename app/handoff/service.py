@@ -120,8 +120,7 @@ class HandoffService:
             return BOT
         decision = await asyncio.to_thread(self.decider.decide, request.text)
         if active is None:
-            model_decides = self._settings.llm.model != OFFLINE
-            asked = self.decider.hands_over(decision, model_decides=model_decides)
+            asked = self.decider.hands_over(decision, model_decides=self._model_decides)
             return Route("handed_off", decision) if asked else BOT
         if active.status == "open" and self.decider.gives_bot_back(decision):
             return Route("bot_back", (decision, active))
@@ -151,13 +150,14 @@ class HandoffService:
             return Taken(bot_back_notice(decision.language), "bot_back")
         return Taken("", "quiet")
 
+    @property
+    def _model_decides(self) -> bool:
+        """A real model is configured: it has `request_human` for what the decider leaves."""
+        return self._settings.llm.model != OFFLINE
+
     def _how_sure(self, decision: Decision) -> str:
         """What the card says of the decision, for the staff member who reads it."""
-        needed = (
-            self._settings.decisions.person_confidence_before_model
-            if self._settings.llm.model != OFFLINE
-            else self._settings.decisions.person_confidence
-        )
+        needed = self.decider.person_threshold(model_decides=self._model_decides)
         return (
             f"read as a request for a person with probability {decision.confidence:.2f} "
             f"(needed {needed:.2f}; language {decision.language})"
