@@ -3,7 +3,7 @@ decides who gets a person unless the request is unambiguous: what the provider r
 
 from pathlib import Path
 
-from app.bench.scripted_llm import ScriptedLLM
+from app.bench.scripted_llm import Fault, ScriptedLLM
 from app.decisions.decider import decider_for
 from app.handoff.tool import REQUEST_HUMAN
 from app.settings import DecisionSettings, Settings
@@ -35,3 +35,19 @@ def test_an_unambiguous_request_skips_the_model_an_uncertain_one_goes_to_it(
         sent = [m.get("content") for m in first["messages"]]
         assert any(UNSURE in str(c) for c in sent)
         assert REQUEST_HUMAN in [tool["function"]["name"] for tool in first["tools"]]
+
+
+def test_an_uncertain_request_is_answered_by_the_model_through_a_provider_fault(
+    settings: Settings, sample_index: Path, scripted: ScriptedLLM
+) -> None:
+    use_scripted(settings, scripted)
+    settings.decisions = DecisionSettings(person_confidence_before_model=0.9)
+    scripted.fail_next(Fault.BAD_GATEWAY)
+    with make_client(settings, sample_index) as client:
+        reply = ask(client, UNSURE, key="fault")
+        assert reply.status_code == 200 and reply.json()["text"]
+        stored = client.get("/v1/conversations/fault").json()["messages"]
+    assert scripted.received[0].fault == Fault.BAD_GATEWAY
+    assert len(scripted.requests) >= 2  # the 502, then the retry the model answered
+    assert stored[0]["role"] == "user" and stored[0]["content"] == UNSURE
+    assert stored[-1]["role"] == "assistant" and stored[-1]["content"] == reply.json()["text"]
