@@ -693,6 +693,14 @@ class DecisionSettings(BaseModel):
         description="the same with a real model: below it the model decides (it has the "
         "`request_human` tool), so only unambiguous requests skip it",
     )
+    person_clause_confidence: float = Field(
+        0.95,
+        ge=0,
+        le=1,
+        description="probability with which one clause of a longer message must read as a "
+        "request for a person to open a handoff when the whole message reads otherwise "
+        '("… I\'d rather go through it with one of your people")',
+    )
     smalltalk_confidence: float = Field(
         0.5,
         ge=0,

@@ -290,6 +290,7 @@ def decisions(
     from app.settings import get_settings
     from evals.decisions import (
         HELDOUT,
+        clause_sweep,
         cross_validate,
         decide_all,
         load_messages,
@@ -310,6 +311,13 @@ def decisions(
             for threshold, wanted, questions in threshold_sweep(rows, intent, SWEEP):
                 sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions))
             console.print(sweep)
+        whole = settings.decisions.person_confidence
+        sweep = Table(
+            "a clause's probability ≥", "person given", "questions given", title="person by clause"
+        )
+        for threshold, wanted, questions in clause_sweep(rows, whole, SWEEP):
+            sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions))
+        console.print(sweep)
         return
     messages = messages or HELDOUT
     labelled = load_messages(messages)
@@ -336,7 +344,7 @@ def decisions(
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         dumped = [
-            {**asdict(row.message), **asdict(row.decision), "hands_over": row.hands_over,
+            {**asdict(row.message), "decision": asdict(row.decision), "hands_over": row.hands_over,
              "hands_over_before_model": row.hands_over_before_model,
              "smalltalk": row.smalltalk, "not_in_docs": row.not_in_docs}
             for row in rows

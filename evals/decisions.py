@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from app.decisions.decider import Decision, MessageDecider
+from app.decisions.decider import Decision, MessageDecider, person_in_clauses
 from app.decisions.intent import EXAMPLES, SoftmaxRegression
+from knowledge.embeddings import Embedder
 from knowledge.relevance import best_similarity
 from knowledge.types import Retriever
 
@@ -204,9 +205,19 @@ def cross_validate(
             probabilities = model.predict(vectors[i])
             label = max(probabilities, key=probabilities.__getitem__)
             guess = decider.language(messages[i].text)
-            decision = Decision(label, probabilities[label], guess.language, guess.confidence)
+            person_clause = person_in_clauses(
+                messages[i].text, probabilities, _reader(model, embedder)
+            )
+            decision = Decision(
+                label, probabilities[label], guess.language, guess.confidence, person_clause
+            )
             rows.append(_decided(decider, messages[i], decision, None))
     return rows
+
+
+def _reader(model: SoftmaxRegression, embedder: Embedder) -> Callable[[str], dict[str, float]]:
+    """A fold's classifier as the decider reads a clause."""
+    return lambda text: model.predict(embedder.embed_query(text))
 
 
 def threshold_sweep(
@@ -224,3 +235,21 @@ def threshold_sweep(
         )
 
     return [(t, given(wanted, t), given(questions, t)) for t in thresholds]
+
+
+def clause_sweep(
+    rows: Sequence[Decided], whole: float, thresholds: Sequence[float]
+) -> list[tuple[float, Share, Share]]:
+    """For each threshold of a clause's request for a person: the requests for a person
+    handed over (as a whole at `whole`, or by a clause) and the questions handed over."""
+
+    def given(intent: str, threshold: float) -> Share:
+        return _share(
+            [r for r in rows if r.message.intent == intent],
+            lambda r: (
+                (r.decision.intent == PERSON and r.decision.confidence >= whole)
+                or r.decision.person_clause >= threshold
+            ),
+        )
+
+    return [(t, given(PERSON, t), given(QUESTION, t)) for t in thresholds]

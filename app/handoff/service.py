@@ -30,6 +30,7 @@ from app.chat.types import TurnReply, TurnRequest
 from app.db import queries
 from app.db.models import Conversation, Handoff, LLMCall, Message, Turn
 from app.decisions.decider import Decision, MessageDecider, decider_for
+from app.decisions.intent import PERSON
 from app.handoff import metrics, store
 from app.handoff.card import HandoffCard, build_card, summarize_for_card
 from app.handoff.hours import next_shift_start
@@ -158,10 +159,15 @@ class HandoffService:
     def _how_sure(self, decision: Decision) -> str:
         """What the card says of the decision, for the staff member who reads it."""
         needed = self.decider.person_threshold(model_decides=self._model_decides)
-        return (
-            f"read as a request for a person with probability {decision.confidence:.2f} "
-            f"(needed {needed:.2f}; language {decision.language})"
-        )
+        if decision.intent == PERSON:
+            read = f"read as a request for a person with probability {decision.confidence:.2f}"
+        else:
+            needed = max(needed, self.decider.settings.person_clause_confidence)
+            read = (
+                f"read as a {decision.intent}, one clause as a request for a person with "
+                f"probability {decision.person_clause:.2f}"
+            )
+        return f"{read} (needed {needed:.2f}; language {decision.language})"
 
     async def _give_back(
         self, held: HeldConversation, handoff: Handoff, author: str | None

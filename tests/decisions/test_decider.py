@@ -61,6 +61,45 @@ def test_a_product_question_about_people_or_transfers_stays_with_the_bot(
     assert not decider.hands_over(decision, model_decides=True)
 
 
+# A problem report that ends in a request for a person: a question as a whole.
+PROBLEMS_ENDING_IN_A_REQUEST = [
+    "I've re-imported the bank statement twice, deleted the duplicates by hand and the "
+    "closing balance is still 40 off. I'd rather go through this with somebody from your team",
+    "Die Rechnung lässt sich nicht buchen, der Knopf bleibt grau, ich komme nicht weiter - "
+    "verbinden Sie mich bitte mit Ihrem Support-Team",
+    "После импорта выписки все суммы задвоились, я удалил лишнее вручную, но баланс не "
+    "сходится. Хочу поговорить с живым человеком",
+]
+# Several clauses, people in them, and a question: no clause asks for a person.
+QUESTIONS_WITH_PEOPLE_IN_A_CLAUSE = [
+    "My colleague entered the invoice twice, how do I delete the duplicate?",
+    "Our accountant wants the trial balance, where do I find it?",
+    "Ich habe einem Mitarbeiter Geld überwiesen, wie buche ich das?",
+    "Бухгалтер ушёл в отпуск, как мне самому закрыть месяц?",
+    "The customer paid in two parts; the second payment went to the wrong person, "
+    "how do I move it?",
+]
+
+
+@pytest.mark.parametrize("text", PROBLEMS_ENDING_IN_A_REQUEST)
+def test_a_problem_report_ending_in_a_request_for_a_person_hands_over(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert decision.intent != "person"  # as a whole: what the clause rule is for
+    assert decision.person_clause >= DecisionSettings().person_clause_confidence
+    assert decider.hands_over(decision, model_decides=False)
+    assert decider.hands_over(decision, model_decides=True)
+
+
+@pytest.mark.parametrize("text", QUESTIONS_WITH_PEOPLE_IN_A_CLAUSE)
+def test_a_clause_about_people_in_a_question_does_not_hand_over(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert not decider.hands_over(decision, model_decides=False)
+
+
 def test_with_a_real_model_an_uncertain_request_is_left_to_the_model() -> None:
     cautious = DecisionSettings(person_confidence=0.5, person_confidence_before_model=0.999999)
     sure = DecisionSettings(person_confidence=0.5, person_confidence_before_model=0.5)

@@ -158,6 +158,25 @@ async def test_the_card_says_how_sure_the_decision_to_hand_over_was(
     assert f"Decided: {card.decided}" in card.as_text()
 
 
+async def test_a_problem_report_ending_in_a_request_hands_over_and_the_card_says_why(
+    chat: ChatService, handoffs: HandoffService, model: CapturingChatModel
+) -> None:
+    calls_before = len(model.calls)
+    await chat.handle_turn(
+        said(
+            "I've re-imported the bank statement twice, deleted the duplicates by hand and the "
+            "closing balance is still 40 off. I'd rather go through this with somebody from "
+            "your team"
+        )
+    )
+
+    assert len(model.calls) == calls_before  # no model: the decider was sure of the clause
+    (handoff,) = await handoffs.queue()
+    card = HandoffCard.from_json(handoff.card)
+    assert card.decided.startswith("read as a question, one clause as a request for a person")
+    assert "(needed 0.95; language en)" in card.decided
+
+
 async def test_a_client_handed_over_by_mistake_gets_the_bot_back(
     chat: ChatService, handoffs: HandoffService, model: CapturingChatModel
 ) -> None:
