@@ -85,7 +85,7 @@ def agent_factory(
             settings.knowledge.top_k,
             settings.knowledge.result_token_budget,
             settings.knowledge.language,
-            settings.knowledge.relevance_threshold,
+            settings.knowledge.relevance_thresholds,
         )
     ]
     if expert := ask_expert_tool(settings, expert_model):  # None: no search backend set

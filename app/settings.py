@@ -30,6 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
 from app.agent.memory.profiles import MemoryProfile, default_profiles
+from knowledge.relevance import RelevanceThresholds
 
 Audience = Literal["staff", "client"]
 AUDIENCES: tuple[Audience, ...] = ("staff", "client")
@@ -180,11 +181,12 @@ class KnowledgeSettings(BaseModel):
     )
     min_similarity: dict[str, float] = Field(
         # e5: `supportbot kb calibrate` on the GnuCash manuals (docs/benchmarks.md)
-        default_factory=lambda: {"e5": 0.801},
-        description="per embedder: the dense similarity below which a passage is not "
-        "relevant; a search that finds none tells the model the documentation has nothing "
-        "on it. Calibrate on a collection with `supportbot kb calibrate`; an embedder not "
-        "listed keeps every passage",
+        default_factory=lambda: {"e5": 0.803, "e5:en": 0.838, "e5:ru": 0.787, "e5:de": 0.845},
+        description="per embedder (`e5`) and per query language (`e5:ru`): the dense "
+        "similarity below which a passage is not relevant; a search that finds none tells "
+        "the model the documentation has nothing on it. A query in a language not listed gets "
+        "the embedder's own. Calibrate on a collection with `supportbot kb calibrate`; an "
+        "embedder not listed keeps every passage",
     )
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
     min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
@@ -196,8 +198,17 @@ class KnowledgeSettings(BaseModel):
     )
 
     @property
-    def relevance_threshold(self) -> float:
-        return self.min_similarity.get(self.embedder, 0.0)
+    def relevance_thresholds(self) -> RelevanceThresholds:
+        prefix = f"{self.embedder}:"
+        return RelevanceThresholds(
+            self.min_similarity.get(self.embedder, 0.0),
+            {
+                key.removeprefix(prefix): value
+                for key, value in self.min_similarity.items()
+                if key.startswith(prefix)
+            },
+            self.language,
+        )
 
     @field_validator("public_base_urls")
     @classmethod

@@ -334,7 +334,7 @@ def decisions(
                 decider,
                 labelled,
                 knowledge,
-                settings.knowledge.relevance_threshold,
+                settings.knowledge.relevance_thresholds,
                 partial(bar.advance, task),
             )
     finally:
@@ -382,10 +382,11 @@ def _print_decisions(
     for label, name in lines:
         table.add_row(label, *(str(getattr(f, name)) for f in found))
     Console(width=max(console.width, DECISIONS_WIDTH)).print(table)
-    decisions = settings.decisions
+    decisions, relevance = settings.decisions, settings.knowledge.relevance_thresholds
+    per_language = "".join(f", {lang} {value}" for lang, value in relevance.by_language.items())
     console.print(
         f"thresholds: person {decisions.person_confidence} (offline), "
-        f"{decisions.person_confidence_before_model} (real model); small talk "
-        f"{decisions.smalltalk_confidence}; relevance "
-        f"{settings.knowledge.relevance_threshold} ({settings.knowledge.embedder})"
+        f"{decisions.person_confidence_before_model} (real model), a clause "
+        f"{decisions.person_clause_confidence}; small talk {decisions.smalltalk_confidence}; "
+        f"relevance ({settings.knowledge.embedder}) {relevance.default}{per_language}"
     )

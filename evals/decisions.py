@@ -28,7 +28,7 @@ import yaml
 from app.decisions.decider import Decision, MessageDecider, person_in_clauses
 from app.decisions.intent import EXAMPLES, SoftmaxRegression
 from knowledge.embeddings import Embedder
-from knowledge.relevance import best_similarity
+from knowledge.relevance import RelevanceThresholds, best_similarity
 from knowledge.types import Retriever
 
 HELDOUT = Path(__file__).with_name("decisions") / "heldout.yaml"
@@ -155,7 +155,7 @@ def decide_all(
     decider: MessageDecider,
     messages: Sequence[LabelledMessage],
     knowledge: Retriever | None = None,
-    min_similarity: float = 0.0,
+    relevance: RelevanceThresholds | None = None,
     on_message: Callable[[], None] | None = None,
 ) -> list[Decided]:
     """Each message through the decider and, for questions with a `docs` label, the
@@ -165,7 +165,8 @@ def decide_all(
         decision = decider.decide(message.text)
         not_in_docs = None
         if knowledge is not None and message.docs in ("answerable", "unanswerable"):
-            not_in_docs = best_similarity(knowledge, message.text) < min_similarity
+            threshold = relevance.for_query(message.text) if relevance else 0.0
+            not_in_docs = best_similarity(knowledge, message.text) < threshold
         rows.append(_decided(decider, message, decision, not_in_docs))
         if on_message:
             on_message()

@@ -348,10 +348,16 @@ def run_calibrate(
         float, typer.Option(min=0, max=1, help="share of answerable questions it may refuse")
     ] = 0.05,
 ) -> None:
-    """Choose the relevance threshold of the configured embedder on the configured
-    collection: the highest similarity that refuses at most MAX_REFUSED of the answerable
-    questions; prints the setting to use."""
-    from knowledge.relevance import best_similarity, calibrate, load_questions
+    """Choose the relevance thresholds of the configured embedder on the configured
+    collection: per query language with enough answerable questions, and over all of them,
+    the highest similarity that refuses at most MAX_REFUSED of the answerable questions;
+    prints the setting to use."""
+    from knowledge.relevance import (
+        ANY_LANGUAGE,
+        best_similarity,
+        calibrate_by_language,
+        load_questions,
+    )
 
     console = _console()
     labelled = [question for path in questions for question in load_questions(path)]
@@ -359,15 +365,17 @@ def run_calibrate(
         _require_collection(kb, kb.collection)
         scored = [(question, best_similarity(kb, question.text)) for question in labelled]
         embedder = _settings().knowledge.embedder
-    chosen = calibrate(scored, max_refused)
-    console.print(
-        f"{embedder}: threshold {chosen.threshold:.3f} refuses {chosen.refused} of "
-        f"{chosen.answerable} answerable questions ({chosen.refused_share:.0%}) and tells "
-        f'{chosen.caught} of {chosen.unanswerable} unanswerable ones "not in the docs" '
-        f"({chosen.caught_share:.0%})"
-    )
-    setting = json.dumps({embedder: round(chosen.threshold, 3)})
-    console.print(f"SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY='{setting}'", highlight=False)
+    setting = {}
+    for language, chosen in calibrate_by_language(scored, max_refused).items():
+        key = f"{embedder}:{language}" if language != ANY_LANGUAGE else embedder
+        console.print(
+            f"{key}: threshold {chosen.threshold:.3f} refuses {chosen.refused} of "
+            f"{chosen.answerable} answerable questions ({chosen.refused_share:.0%}) and tells "
+            f'{chosen.caught} of {chosen.unanswerable} unanswerable ones "not in the docs" '
+            f"({chosen.caught_share:.0%})"
+        )
+        setting[key] = round(chosen.threshold, 3)
+    console.print(f"SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY='{json.dumps(setting)}'", highlight=False)
 
 
 @app.command(name="bench")

@@ -1,20 +1,46 @@
 """Where "not in the documentation" starts: the dense similarity below which a search's
-passages are not relevant (`SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY`, per embedder).
+passages are not relevant (`SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY`, per embedder and per
+query language).
 
 `calibrate` takes the best similarity a search finds for questions the documentation
 answers and for questions it does not, and picks the highest threshold that refuses at
 most `max_refused` of the answerable ones: answering an unanswerable question from a
 loosely related page is the lesser harm than refusing one the manual answers.
-`supportbot kb calibrate` runs it on a collection; `supportbot eval decisions` reports
-the chosen threshold on held-out questions."""
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+Similarities are on another scale for each query language: a question in the
+documentation's language finds passages worded like it, one in another language only
+their meaning (on the GnuCash manuals, English and German, a Russian question's best
+similarities sit ~0.05 lower). So a threshold is chosen per language with enough labelled
+questions, and one over all of them for the rest. `supportbot kb calibrate` runs it on a
+collection; `supportbot eval decisions` reports the chosen thresholds on held-out
+questions."""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from knowledge.language import identify
 from knowledge.types import Retriever
+
+ANY_LANGUAGE = ""  # the key of the threshold over every language
+# Fewer answerable questions than this in a language and its threshold would rest on one
+# or two of them (5% of 20 is one): the language gets the threshold over all of them.
+MIN_ANSWERABLE_PER_LANGUAGE = 20
+
+
+@dataclass(frozen=True)
+class RelevanceThresholds:
+    """The threshold for a query: its language's, else the one over every language."""
+
+    default: float = 0.0
+    by_language: Mapping[str, float] = field(default_factory=dict)
+    documentation_language: str = "en"  # what a query too short to tell is taken for
+
+    def for_query(self, query: str) -> float:
+        if not self.by_language:
+            return self.default
+        guess = identify(query, (self.documentation_language,), self.documentation_language)
+        return self.by_language.get(guess.language, self.default)
 
 
 @dataclass(frozen=True)
@@ -44,6 +70,8 @@ class Calibration:
 def load_questions(path: Path) -> list[LabelledQuestion]:
     """Questions labelled `docs: answerable | unanswerable` (a `questions:` or `messages:`
     list; others are skipped)."""
+    import yaml  # only where questions are read: the settings import this module
+
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     items = data.get("questions") or data.get("messages") or []
     return [
@@ -81,3 +109,18 @@ def calibrate(
         raise ValueError("calibrating needs answerable questions")
     may_refuse = int(max_refused * len(answerable))
     return outcome_at(answerable[may_refuse], scored)
+
+
+def calibrate_by_language(
+    scored: list[tuple[LabelledQuestion, float]],
+    max_refused: float = 0.05,
+    min_answerable: int = MIN_ANSWERABLE_PER_LANGUAGE,
+) -> dict[str, Calibration]:
+    """`calibrate` over every question (key `ANY_LANGUAGE`) and over each language with at
+    least `min_answerable` answerable questions."""
+    chosen = {ANY_LANGUAGE: calibrate(scored, max_refused)}
+    for language in sorted({question.language for question, _ in scored}):
+        own = [(question, best) for question, best in scored if question.language == language]
+        if sum(question.answerable for question, _ in own) >= min_answerable:
+            chosen[language] = calibrate(own, max_refused)
+    return chosen

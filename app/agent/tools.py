@@ -8,6 +8,7 @@ from langchain_core.tools import BaseTool, tool
 from app.agent.expert.agent import ASK_EXPERT
 from app.settings import LLMSettings
 from knowledge.format import format_passages
+from knowledge.relevance import RelevanceThresholds
 from knowledge.types import Passage, Retriever
 
 KNOWLEDGE_TOOL = "search_knowledge_base"
@@ -67,7 +68,7 @@ def knowledge_search_tool(
     k: int,
     token_budget: int,
     language: str = "en",
-    min_similarity: float = 0.0,
+    relevance: RelevanceThresholds | None = None,
 ) -> BaseTool:
     """The search tool: only relevant passages reach the model (and the turn's citations);
     none tells it that the documentation has nothing on the query."""
@@ -78,7 +79,8 @@ def knowledge_search_tool(
         response_format="content_and_artifact",
     )
     def search_knowledge_base(query: str) -> tuple[str, list[dict[str, object]]]:
-        passages = relevant_passages(retriever.search(query, k), min_similarity)
+        threshold = relevance.for_query(query) if relevance else 0.0
+        passages = relevant_passages(retriever.search(query, k), threshold)
         return format_passages(query, passages, token_budget), [asdict(p) for p in passages]
 
     return search_knowledge_base

@@ -1,13 +1,15 @@
 """The search tool: it tells the model to query in the documentation's language, and only
 passages relevant enough (the knowledge base's threshold) reach the model."""
 
+import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 from app.agent.tools import knowledge_search_tool
 from app.chat.outcome import outcome_of
 from app.settings import KnowledgeSettings
-from knowledge.types import Passage
+from knowledge.relevance import RelevanceThresholds
+from knowledge.types import Passage, Retriever
 
 
 class _Recorder:
@@ -74,39 +76,57 @@ class _Scored:
         ]  # fmt: skip
 
 
-def _call(tool: BaseTool) -> ToolMessage:
+def _call(tool: BaseTool, query: str = "q") -> ToolMessage:
     message = tool.invoke(
-        {"type": "tool_call", "id": "1", "name": "search_knowledge_base", "args": {"query": "q"}}
+        {"type": "tool_call", "id": "1", "name": "search_knowledge_base", "args": {"query": query}}
     )
     assert isinstance(message, ToolMessage)
     return message
 
 
+def _searched(
+    retriever: Retriever, relevance: RelevanceThresholds, query: str = "q"
+) -> ToolMessage:
+    return _call(knowledge_search_tool(retriever, 4, 500, relevance=relevance), query)
+
+
 def test_only_passages_at_or_above_the_threshold_reach_the_model_and_the_citations() -> None:
-    result = _call(knowledge_search_tool(_Scored(0.86, 0.80, 0.79), 4, 500, min_similarity=0.80))
+    result = _searched(_Scored(0.86, 0.80, 0.79), RelevanceThresholds(0.80))
 
     assert [p["source"] for p in result.artifact] == ["p0.html", "p1.html"]
     assert "Page 0" in result.content and "Page 2" not in result.content
 
 
 def test_a_search_with_nothing_relevant_tells_the_model_so_and_cites_nothing() -> None:
-    result = _call(knowledge_search_tool(_Scored(0.78, 0.75), 4, 500, min_similarity=0.80))
+    result = _searched(_Scored(0.78, 0.75), RelevanceThresholds(0.80))
 
     assert result.artifact == []
     assert str(result.content).startswith("No knowledge-base passages found")
     assert outcome_of([result]) == "not_found"
-    assert (
-        outcome_of([_call(knowledge_search_tool(_Scored(0.9), 4, 500, min_similarity=0.8))])
-        == "answered"
-    )
+    assert outcome_of([_searched(_Scored(0.9), RelevanceThresholds(0.8))]) == "answered"
 
 
 def test_passages_without_a_similarity_are_kept() -> None:
-    assert len(_call(knowledge_search_tool(_Recorder(), 4, 500, min_similarity=0.8)).artifact) == 1
+    assert len(_searched(_Recorder(), RelevanceThresholds(0.8)).artifact) == 1
 
 
-def test_the_threshold_is_the_configured_embedders() -> None:
-    settings = KnowledgeSettings(embedder="e5", min_similarity={"e5": 0.81, "use": 0.4})
-    assert settings.relevance_threshold == 0.81
-    assert settings.model_copy(update={"embedder": "use"}).relevance_threshold == 0.4
-    assert settings.model_copy(update={"embedder": "e5-float"}).relevance_threshold == 0.0
+def test_the_threshold_is_the_configured_embedders_for_the_querys_language() -> None:
+    settings = KnowledgeSettings(
+        embedder="e5", min_similarity={"e5": 0.81, "e5:ru": 0.77, "use": 0.4, "use:ru": 0.3}
+    )
+    e5 = settings.relevance_thresholds
+    assert e5.for_query("How do I close the books at the end of the year?") == 0.81
+    assert e5.for_query("Как закрыть книгу в конце года?") == 0.77
+    assert e5.for_query("Wie schließe ich die Bücher am Jahresende ab?") == 0.81  # not listed
+    assert settings.model_copy(update={"embedder": "use"}).relevance_thresholds.for_query(
+        "Как закрыть книгу в конце года?"
+    ) == pytest.approx(0.3)
+    assert settings.model_copy(update={"embedder": "e5-float"}).relevance_thresholds.default == 0
+
+
+def test_a_search_in_another_language_is_judged_by_that_languages_threshold() -> None:
+    relevance = RelevanceThresholds(0.80, {"ru": 0.75})
+    russian = "Как сверить банковский счёт с выпиской?"
+    assert len(_searched(_Scored(0.78), relevance, russian).artifact) == 1
+    english = "How do I reconcile my bank account with the statement?"
+    assert _searched(_Scored(0.78), relevance, english).artifact == []

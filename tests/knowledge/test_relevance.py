@@ -3,7 +3,14 @@ best similarity of a search on real manual pages (knowledge/relevance.py)."""
 
 import pytest
 
-from knowledge.relevance import LabelledQuestion, best_similarity, calibrate, outcome_at
+from knowledge.relevance import (
+    ANY_LANGUAGE,
+    LabelledQuestion,
+    best_similarity,
+    calibrate,
+    calibrate_by_language,
+    outcome_at,
+)
 from knowledge.store import KnowledgeBase
 
 
@@ -27,6 +34,20 @@ def test_the_threshold_refuses_at_most_the_allowed_share_of_answerable_questions
     stricter = calibrate(_scored(answerable, unanswerable), max_refused=0.0)
     assert stricter.refused == 0 and stricter.caught == 2
     assert outcome_at(0.9, _scored(answerable, unanswerable)).refused == 10
+
+
+def test_a_language_with_enough_answerable_questions_gets_its_own_threshold() -> None:
+    english = _scored([0.85 + i / 200 for i in range(20)], [0.84, 0.86])
+    russian = [(LabelledQuestion(q.text, q.answerable, "ru"), best - 0.05) for q, best in english]
+    german = [(LabelledQuestion("a", True, "de"), 0.9)] * 5  # too few for a threshold
+
+    chosen = calibrate_by_language(english + russian + german, max_refused=0.05)
+
+    assert set(chosen) == {ANY_LANGUAGE, "en", "ru"}
+    assert chosen["en"].threshold == pytest.approx(0.855)
+    assert chosen["ru"].threshold == pytest.approx(0.805)
+    assert (chosen["en"].caught, chosen["ru"].caught) == (1, 1)
+    assert chosen[ANY_LANGUAGE].answerable == 45
 
 
 def test_calibrating_needs_answerable_questions() -> None:
