@@ -11,6 +11,7 @@ from fastapi_offline import FastAPIOffline
 
 from app.api import (
     admin,
+    conversation_memory,
     conversations,
     handoffs,
     health,
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(handoffs.router)
     app.include_router(insights.router)
     app.include_router(people.router)
+    app.include_router(conversation_memory.router)
     app.mount("/widget/static", StaticFiles(directory=widget.WIDGET_DIR), name="widget-static")
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(CrossSiteGuard, allowed_origins=settings.widget.allowed_origins)

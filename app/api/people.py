@@ -6,12 +6,11 @@ member their own memory. Another tenant's person is simply not there (404)."""
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, status
-from pydantic import BaseModel, Field
 
 from app.api.auth import CHALLENGE, CallerDep
 from app.api.deps import RuntimeDep
 from app.api.errors import documented
-from app.api.schemas import MemoryItemOut
+from app.api.schemas import ForgottenOut, MemoryItemOut
 from app.memory import store
 from app.memory.scope import api_scope, widget_scope
 from app.settings import CONVERSATION_KEY_PATTERN
@@ -40,10 +39,7 @@ def person_scope(person: PersonId, caller: CallerDep) -> str:
 
 
 ScopeDep = Annotated[str, Depends(person_scope)]
-
-
-class ForgottenOut(BaseModel):
-    forgotten: int = Field(description="items deleted (with the statements they replaced)")
+ItemId = Annotated[int, Path(ge=1, le=2**31 - 1, description="a memory item's `id`")]
 
 
 NOT_REMEMBERED = "nothing is remembered of this person"
@@ -58,18 +54,7 @@ async def get_memory(scope: ScopeDep, runtime: RuntimeDep) -> list[MemoryItemOut
         items = await store.active_items(session, [scope])
     if not items:
         raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_REMEMBERED)
-    return [
-        MemoryItemOut(
-            id=i.id,
-            text=i.text,
-            kind=i.kind,
-            source_conversation=i.source_conversation,
-            recall_id=i.source_message_id,
-            created_at=i.created_at,
-            last_used_at=i.last_used_at,
-        )
-        for i in items
-    ]
+    return [MemoryItemOut.of(item) for item in items]
 
 
 @router.delete(
@@ -91,9 +76,7 @@ async def forget_memory(scope: ScopeDep, runtime: RuntimeDep) -> ForgottenOut:
     response_model=ForgottenOut,
     responses=documented(401, 403, 404, 422),
 )
-async def forget_item(
-    scope: ScopeDep, item: Annotated[int, Path(ge=1, le=2**31 - 1)], runtime: RuntimeDep
-) -> ForgottenOut:
+async def forget_item(scope: ScopeDep, item: ItemId, runtime: RuntimeDep) -> ForgottenOut:
     """Forget one item (and the older statements it replaced), its words with it."""
     async with runtime.sessions() as session:
         forgotten = await store.forget(session, scope, item)

@@ -18,7 +18,7 @@ from pydantic import (
 from app.api.markdown import answer_html
 from app.chat.text import normalize_text
 from app.chat.types import Citation, TurnReply
-from app.db.models import Feedback
+from app.db.models import Feedback, MemoryItem
 from app.db.queries import ConversationSummary
 from app.observability.usage import UsageTotals
 from app.settings import CONVERSATION_KEY_PATTERN, KnowledgeSettings
@@ -196,6 +196,7 @@ class RatingOut(BaseModel):
 class MessageOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
+    id: int = Field(description="the message's recall id (a memory item's `recall_id`)")
     seq: int
     turn: int
     role: str
@@ -285,6 +286,44 @@ class MemoryItemOut(BaseModel):
     text: str = Field(description="what the person said, in their words")
     kind: str = Field(description="its subject words: a newer statement of the kind replaces it")
     source_conversation: str | None = Field(description="the conversation it was said in")
-    recall_id: int | None = Field(description="the message it was said in (recall id)")
-    created_at: UtcDatetime
-    last_used_at: UtcDatetime
+    recall_id: int | None = Field(
+        description="the message it was said in (recall id; a transcript message's `id`)"
+    )
+    created_at: UtcDatetime = Field(description="when it was said")
+    last_used_at: UtcDatetime = Field(description="when an answer was last given with it")
+
+    @classmethod
+    def of(cls, item: MemoryItem) -> "MemoryItemOut":
+        return cls(
+            id=item.id,
+            text=item.text,
+            kind=item.kind,
+            source_conversation=item.source_conversation,
+            recall_id=item.source_message_id,
+            created_at=item.created_at,
+            last_used_at=item.last_used_at,
+        )
+
+
+class ForgottenOut(BaseModel):
+    forgotten: int = Field(description="items deleted (with the statements they replaced)")
+
+
+class PersonMemoryOut(BaseModel):
+    scope: str = Field(
+        description="whose memory: `api|<key prefix>|<person>`, `widget|<staff>`, "
+        "`telegram|<chat>|<user>`, or `telegram|<chat>|*` for the chat's shared facts"
+    )
+    who: str = Field(
+        description="the name they last wrote under in this conversation; for a Telegram "
+        "chat's shared facts, `everyone in the chat`"
+    )
+    items: list[MemoryItemOut] = Field(description="what is remembered of them, oldest first")
+
+
+class ConversationMemoryOut(BaseModel):
+    conversation_key: str
+    people: list[PersonMemoryOut] = Field(
+        description="who wrote in it with memory on, in the order they first wrote; a "
+        "Telegram chat's shared facts last"
+    )

@@ -28,10 +28,20 @@ def telegram_scope(chat_id: int, user_id: int | None) -> str:
     return _joined("telegram", str(chat_id), str(user_id) if user_id is not None else CHAT_WIDE)
 
 
+def is_chat_wide(scope: str) -> bool:
+    """A Telegram chat's shared memory, no one person's."""
+    parts = scope.split(SEPARATOR)
+    return parts[0] == "telegram" and parts[-1] == CHAT_WIDE
+
+
+def is_staff(scope: str) -> bool:
+    return scope.split(SEPARATOR)[0] == "widget"
+
+
 def shared_scope(scope: str) -> str | None:
     """The Telegram chat's shared memory beside a user's; None elsewhere."""
     parts = scope.split(SEPARATOR)
-    if parts[0] == "telegram" and parts[-1] != CHAT_WIDE:
+    if parts[0] == "telegram" and not is_chat_wide(scope):
         return telegram_scope(int(parts[1]), None)
     return None
 

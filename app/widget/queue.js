@@ -1,9 +1,11 @@
 // The handoff queue: conversations the bot handed to a person, each with its card (who,
 // why, goal, constraints, what was asked and answered, pages, open question). Claim one,
-// reply in the client's chat under your name, resolve it and the bot answers again.
+// reply in the client's chat under your name, resolve it and the bot answers again. Each
+// card shows the chat's latest messages and its people's memory (memory.js).
 (function () {
   "use strict";
   var staff = window.SupportbotStaff, api = staff.api, el = staff.el;  // staff.js
+  var memory = window.SupportbotMemory;  // memory.js
   var REFRESH_MS = 10000;
   var $ = function (id) { return document.getElementById(id); };
   var list = $("hq-list"), errors = $("hq-error");
@@ -23,19 +25,31 @@
     dl.appendChild(dd);
   }
 
-  async function showTranscript(box, key) {
+  // The latest messages, or all of them (`whole`); each line's id names its recall id.
+  async function showTranscript(box, key, whole) {
     var conversation = await api("GET", "/v1/conversations/" + encodeURIComponent(key));
     box.replaceChildren();
     conversation.messages
       .filter(function (m) { return m.role === "user" || m.role === "staff" || (m.role === "assistant" && !m.tool_calls); })
-      .slice(-12)
+      .slice(whole ? 0 : -12)
       .forEach(function (m) {
         var who = m.role === "assistant" ? "bot" : (m.author || m.role);
         var line = el("p", who + ": " + m.content, "hq-line");
         line.dataset.role = m.role;
+        line.id = "msg-" + m.id; line.tabIndex = -1;
         box.appendChild(line);
       });
     box.scrollTop = box.scrollHeight;  // the latest at hand
+  }
+
+  // A message's line in the card's transcript, the whole transcript shown if it is older.
+  function revealer(box, key) {
+    return async function (recallId) {
+      var line = box.querySelector("#msg-" + recallId);
+      if (line) return line;
+      await showTranscript(box, key, true);
+      return box.querySelector("#msg-" + recallId);
+    };
   }
 
   function act(button, work) {
@@ -110,6 +124,7 @@
     }
     article.appendChild(box);
     showTranscript(box, c.conversation_key).catch(function () { box.textContent = "The transcript could not be loaded."; });
+    article.appendChild(memory.panel(c.conversation_key, revealer(box, c.conversation_key), errors));
     return article;
   }
 
@@ -128,7 +143,8 @@
     list.hidden = false; $("hq-refresh").hidden = false;
     await refresh();
     setInterval(function () {
-      if (!list.querySelector("textarea:focus")) refresh();  // never under the cursor
+      // never under the cursor, nor while a deletion waits for its confirmation
+      if (!list.querySelector("textarea:focus, .hq-confirm:not([hidden])")) refresh();
     }, REFRESH_MS);
   }
 

@@ -14,6 +14,7 @@ from tests.conftest import make_client
 SHOP = {"authorization": "Bearer shop-key-0123456789abcdef"}
 OTHER = {"authorization": "Bearer other-key-0123456789abcdef"}
 ALICE = {"authorization": "Bearer alice-token"}
+BOB = {"authorization": "Bearer bob-token"}
 
 
 @pytest.fixture
@@ -22,7 +23,10 @@ def api(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
         "shop": ApiKey(key=SecretStr(SHOP["authorization"][7:]), prefix="api:shop:"),
         "other": ApiKey(key=SecretStr(OTHER["authorization"][7:]), prefix="api:other:"),
     }
-    settings.widget.staff_tokens = {"alice": SecretStr("alice-token")}
+    settings.widget.staff_tokens = {
+        "alice": SecretStr("alice-token"),
+        "bob": SecretStr("bob-token"),
+    }
     with make_client(settings, sample_index) as client:
         yield client
 
