@@ -143,6 +143,13 @@ def test_small_talk_gets_a_short_reply_in_the_askers_language_and_no_search() ->
         assert len(answer.split()) <= 20
 
 
+def test_remember_that_is_noted_not_searched_and_a_question_about_remembering_is() -> None:
+    searched, answer = turn("Remember that our invoices are in CHF.", [INVOICE_STEPS])
+    assert searched == [] and answer == "Noted: our invoices are in CHF. I will keep it in mind."
+    question = "How do I make GnuCash remember my last invoice number?"
+    assert turn(question, [INVOICE_STEPS])[0] == [question]
+
+
 def test_a_greeting_or_thanks_with_a_problem_is_searched_and_answered() -> None:
     for message in [
         "Hi! How do I create an invoice?",

@@ -58,8 +58,15 @@ from app.agent.offline.passages import (
     stems_of,
     words_of,
 )
-from app.agent.offline.replies import CANNOT_SEARCH, not_found_reply, see_also, smalltalk_reply
+from app.agent.offline.replies import (
+    CANNOT_SEARCH,
+    not_found_reply,
+    noted_reply,
+    see_also,
+    smalltalk_reply,
+)
 from app.decisions.decider import MessageDecider, decider_for
+from app.memory.facts import remembered
 from app.observability.simulator import request_tokens
 from app.settings import DecisionSettings
 from knowledge.embeddings import DEFAULT_EMBEDDER
@@ -157,6 +164,8 @@ class OfflineChatModel(BaseChatModel):
         this_turn = [m for m in messages[last_user + 1 :] if isinstance(m, ToolMessage)]
         decider = self._decider()
         if not this_turn:
+            if fact := remembered(question):
+                return AIMessage(content=noted_reply(decider.language(question).language, fact))
             decision = decider.decide(question)
             if decider.is_smalltalk(decision, question):
                 return AIMessage(content=smalltalk_reply(decision.language))

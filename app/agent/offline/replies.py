@@ -27,6 +27,11 @@ _SMALLTALK = {
     "de": "Gern! Fragen Sie mich, wie etwas geht, und ich schlage es in der Dokumentation nach.",
     "ru": "Рад помочь! Спросите, как что-то сделать, и я найду ответ в документации.",
 }
+_NOTED = {
+    "en": "Noted: {fact}. I will keep it in mind.",
+    "de": "Notiert: {fact}. Ich behalte es im Kopf.",
+    "ru": "Запомнил: {fact}.",
+}
 _SEE_ALSO = {"en": "Details: “{page}”.", "de": "Mehr dazu: „{page}“.", "ru": "Подробнее: «{page}»."}
 
 
@@ -41,6 +46,11 @@ def not_found_reply(language: str, *, suggest: bool = True) -> str:
 
 def smalltalk_reply(language: str) -> str:
     return _in(_SMALLTALK, language)
+
+
+def noted_reply(language: str, fact: str) -> str:
+    """The answer to "remember that …": nothing to look up."""
+    return _in(_NOTED, language).format(fact=fact)
 
 
 def see_also(language: str, page: str) -> str:
