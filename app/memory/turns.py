@@ -59,10 +59,12 @@ class PeopleMemory:
         if summary:
             shared = shared_scope(scope)
             for stated in stated_facts(summary):
+                # a folded "remember that …" was kept as said when it was said
+                text = remembered(stated.text) or stated.text
                 if stated.author in (author or ANONYMOUS_AUTHOR, None):
-                    wanted.append((scope, stated.text, stated.recall_id))
+                    wanted.append((scope, text, stated.recall_id))
                 elif shared:
-                    wanted.append((shared, f"{stated.author}: {stated.text}", stated.recall_id))
+                    wanted.append((shared, f"{stated.author}: {text}", stated.recall_id))
         return await self._keep(sessions, conversation_key, wanted)
 
     async def _keep(

@@ -157,6 +157,17 @@ async def test_a_fold_writes_the_facts_it_extracted_without_another_model_call(
     assert items[0].source_message_id is not None
 
 
+async def test_a_folded_remember_that_is_not_kept_twice(
+    service: ChatService, settings: Settings, pg_sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    await fold_after(service, settings, "Remember that I prefer short answers in bullet points.")
+    async with pg_sessions() as session:
+        items = await store.active_items(session, [ACME])
+        folds = len(list(await session.scalars(select(Summary.id))))
+    assert folds >= 1
+    assert [i.text for i in items] == ["I prefer short answers in bullet points"]
+
+
 async def test_forget_removes_the_items_and_their_recall_hits(
     service: ChatService, settings: Settings, pg_sessions: async_sessionmaker[AsyncSession]
 ) -> None:
