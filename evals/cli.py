@@ -26,6 +26,7 @@ app = typer.Typer(
     help="Evals: memory profiles and answers on recorded conversations.", no_args_is_help=True
 )
 TABLE_WIDTH = 230  # the profile table's 15 columns, unwrapped, also when piped to a file
+RETURNING_WIDTH = 150  # the returning people's table, likewise
 DEFAULT_PROFILES = ",".join(
     [
         *("baseline", "clearing", "trim+clear", "hybrid", "trim-naive", "client"),
@@ -70,7 +71,13 @@ def _progress(console: "Console") -> "Progress":
 def run(
     scenario: Annotated[Path, typer.Option(help="scenario YAML (one chat or `chats:`)")],
     out: Annotated[Path, typer.Option(help="folder for report.md, JSON and plots")],
-    profiles: Annotated[str, typer.Option(help="comma-separated profiles")] = DEFAULT_PROFILES,
+    profiles: Annotated[
+        str,
+        typer.Option(
+            help="comma-separated profiles; `<profile>-memory-off`: without the memory of "
+            "people across conversations"
+        ),
+    ] = DEFAULT_PROFILES,
     provider_rules: Annotated[
         str, typer.Option(help="prompt-cache rules: openai, anthropic, gemini, block16")
     ] = "gemini",
@@ -103,8 +110,8 @@ def run(
     from app.observability.simulator import RULES
     from app.settings import get_settings
     from evals.harness import EvalConfig, evaluate, open_knowledge
-    from evals.profiles import known_profiles
-    from evals.report import peer_notes, table_cells
+    from evals.profiles import MEMORY_OFF, context_profile, known_profiles
+    from evals.report import RETURNING_HEADER, peer_notes, returning_cells, table_cells
     from evals.scenario import load_scenario
     from knowledge.store import discover_files
 
@@ -112,9 +119,12 @@ def run(
     names = [name.strip() for name in profiles.split(",") if name.strip()]
     settings = get_settings()
     known = known_profiles(settings)
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if context_profile(n) not in known]
     if unknown:
-        console.print(f"[red]unknown profiles {unknown}; defined: {', '.join(known)}")
+        console.print(
+            f"[red]unknown profiles {unknown}; defined: {', '.join(known)} (each also as "
+            f"<profile>{MEMORY_OFF}: without the memory of people across conversations)"
+        )
         raise typer.Exit(2)
     if provider_rules not in RULES:
         console.print(f"[red]unknown rules {provider_rules!r}: use one of {', '.join(RULES)}")
@@ -156,6 +166,11 @@ def run(
     for cells in rows:
         table.add_row(*cells)
     Console(width=max(console.width, TABLE_WIDTH)).print(table)
+    if returning := returning_cells(result.summaries):
+        later = Table(*RETURNING_HEADER, title="returning people (later conversations)")
+        for cells in returning:
+            later.add_row(*cells)
+        Console(width=max(console.width, RETURNING_WIDTH)).print(later)
     for note in peer_notes(result.summaries):
         console.print(f"- {note}")
     console.print("wrote " + ", ".join(str(path) for path in result.files))

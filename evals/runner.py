@@ -6,7 +6,9 @@ runs are independent and repeatable. What the run observed (requests, calls, too
 is returned raw; `evals.metrics` turns it into numbers. The service hands conversations
 to a person as the app does (`HandoffService`, for the audiences `handoff.audiences`
 names): a scenario's closing `handoff` turn opens one, and its card's summary call is
-kept apart from the answered turns.
+kept apart from the answered turns. The users of a chat with a `tenant` are remembered
+across the run's conversations as a backend's people are (`api|<tenant>|<user>`), unless
+the profile forgets people (`evals.profiles.remembers_people`).
 
 One module: a run's set-up, its turns and what it records share one database and clock.
 """
@@ -41,13 +43,14 @@ from app.db import migrate, queries
 from app.db.engine import make_async_engine
 from app.db.models import Handoff, LLMCall, Message
 from app.handoff.service import HandoffService
+from app.memory.scope import api_scope
 from app.observability.simulator import RULES, CacheRules, PrefixCacheSimulator, request_tokens
 from app.observability.usage import CacheSource, UsageRecord
 from app.runtime import agent_factory
 from app.settings import DbSettings, Settings
 from app.tokens import count_tokens
 from evals.peers import peer_memory_factories
-from evals.profiles import with_comparison_profiles
+from evals.profiles import context_profile, remembers_people, with_comparison_profiles
 from evals.scenario import HANDOFF_KIND, Chat, Scenario, ScenarioTurn
 from knowledge.types import Retriever
 
@@ -60,6 +63,9 @@ IDEAL_CACHE = CacheRules(
     read_multiplier=0.0,
     write_multiplier=1.0,
 )
+
+
+MINUTES_PER_DAY = 24 * 60
 
 
 class EvalClock:
@@ -190,10 +196,17 @@ class EvalRecorder(RequestRecorder):
 
 
 def with_profile(settings: Settings, profile: str) -> Settings:
-    """Every audience served with `profile`, so a scenario's conversation gets it."""
-    audiences = dict.fromkeys(settings.profiles.by_audience, profile)
+    """Every audience served with `profile`'s memory profile, so a scenario's conversation
+    gets it; people remembered across conversations unless the profile forgets them."""
+    audiences = dict.fromkeys(settings.profiles.by_audience, context_profile(profile))
+    memory = settings.memory
+    if not remembers_people(profile):
+        memory = memory.model_copy(update={"audiences": []})
     return settings.model_copy(
-        update={"profiles": settings.profiles.model_copy(update={"by_audience": audiences})}
+        update={
+            "profiles": settings.profiles.model_copy(update={"by_audience": audiences}),
+            "memory": memory,
+        }
     )
 
 
@@ -261,9 +274,13 @@ async def run_profile(
                 recorders.append(EvalRecorder(ideal, sent))  # turn numbers restart in each chat
                 key = f"eval:{profile}:{chat.id}"
                 answers = []
+                clock.advance(chat.gap_days * MINUTES_PER_DAY)
                 for turn in chat.turns:
                     clock.advance(gap_minutes if turn.gap_minutes is None else turn.gap_minutes)
-                    request = TurnRequest("eval", key, scenario.audience, turn.user, turn.text)
+                    scope = api_scope(chat.tenant, turn.user) if chat.tenant else None
+                    request = TurnRequest(
+                        "eval", key, scenario.audience, turn.user, turn.text, memory_scope=scope
+                    )
                     answers.append((await service.handle_turn(request)).text)
                     if on_turn:
                         on_turn()
