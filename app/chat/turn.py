@@ -380,6 +380,7 @@ class TurnRunner:
                 request.author,
                 (request.text, message_id),
                 memory.summary if memory else None,
+                memory.dropped if memory else (),
             )
         except Exception as error:
             log.warning(
