@@ -33,6 +33,8 @@ from evals.words import fact_words
 # A statement or fact counts as present when this share of its content words is.
 MOSTLY = 0.6
 HELPER_PURPOSES = ("summary", "expert")
+# The summary model's other calls, costed with its folds: the write at idle (app/memory/idle).
+SUMMARY_MODEL_PURPOSES = {"memory": "summary"}
 _NUMBER = re.compile(r"\d+")
 
 
@@ -164,7 +166,8 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
         turn = outcome.turn
         costs = {p: 0.0 for p in ("agent", *HELPER_PURPOSES)}
         for call in outcome.calls:
-            costs[call.purpose] = costs.get(call.purpose, 0.0) + pricing.cost(call)
+            column = SUMMARY_MODEL_PURPOSES.get(call.purpose, call.purpose)
+            costs[column] = costs.get(column, 0.0) + pricing.cost(call)
         cost = sum(costs.values())
         cumulative += cost
         seen = retrieved[outcome.chat]

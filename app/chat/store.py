@@ -186,6 +186,7 @@ class TurnStore:
                 session, conversation, "interrupted", ORPHANED
             )
             turn = await queries.start_turn(session, conversation)
+            turn.memory_scope = request.memory_scope
             content = request.text.strip() + IMAGE_MARKER * len(request.images)
             await queries.append_messages(
                 session,

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
@@ -172,6 +172,10 @@ class TurnRunner:
         turn ending `interrupted`, rather than passed on. The router decides first who
         answers (the bot, a person, nobody yet); every route runs this one lifecycle."""
         key = request.conversation_key
+        # The memory a turn reads and writes, if its audience is remembered; stored with
+        # the turn, for the write when the conversation goes idle (app/memory/idle.py).
+        scope = self._people.scope_of(request.audience, request.memory_scope)
+        request = replace(request, memory_scope=scope)
         route = await self.router.route(request) if self.router else BOT
         begun: BegunTurn | None = None
         outcome: TurnDone | TurnError | None = None
@@ -290,7 +294,7 @@ class TurnRunner:
         )
         deadline = asyncio.timeout(self.settings.chat.turn_timeout_seconds)
         on_token = (lambda text: emit_token(TurnToken(text))) if emit_token else None
-        scope = self._people.scope_of(conversation.audience, request.memory_scope)
+        scope = request.memory_scope
         remembered: tuple[int, ...] = ()
         try:
             if scope is not None:

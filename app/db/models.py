@@ -43,6 +43,8 @@ class Conversation(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
+    # The last turn whose stated facts a write at idle took in (app/memory/idle.py).
+    idle_written_turn: Mapped[int | None] = mapped_column(Integer)
 
     messages: Mapped[list["Message"]] = relationship(
         back_populates="conversation", order_by="Message.seq"
@@ -65,6 +67,8 @@ class Turn(Base):
     # What the turn came to (app/chat/outcome.py): answered | not_found | expert |
     # smalltalk | handed_off | quiet; None while running or when it failed.
     outcome: Mapped[str | None] = mapped_column(String(16))
+    # Whose memory the turn read and writes (app/memory/scope.py); None: not remembered.
+    memory_scope: Mapped[str | None] = mapped_column(String(400))
 
 
 class Message(Base):
