@@ -134,14 +134,13 @@ async def expire(session: AsyncSession, scopes: Sequence[str], retention_days: i
 
 async def _forget_in_archive(session: AsyncSession, item: MemoryItem) -> None:
     """Blank the item's source message and what quotes its words (a search for them)
-    among its conversation's messages out of the context, where recall_history looks."""
-    if item.source_conversation is None:
-        return
+    among the messages out of the context where recall_history looks: its conversation's,
+    and those of its scope's other conversations."""
     words = strip_author(item.text)
+    source = select(Conversation.id).where(Conversation.key == item.source_conversation)
+    scoped = select(Turn.conversation_id).where(Turn.memory_scope == item.scope)
     archived = (
-        Message.conversation_id.in_(
-            select(Conversation.id).where(Conversation.key == item.source_conversation)
-        ),
+        or_(Message.conversation_id.in_(source), Message.conversation_id.in_(scoped)),
         Message.context_state != "active",
     )
     quoted = Message.content.contains(words, autoescape=True)
