@@ -360,6 +360,50 @@ def decisions(
         console.print(f"wrote {out}")
 
 
+@app.command()
+def kinds(
+    pairs: Annotated[
+        Path | None,
+        typer.Option(help="labelled statement pairs (default: evals/kinds/heldout.yaml)"),
+    ] = None,
+    wrong: Annotated[bool, typer.Option(help="list the pairs the rule gets wrong")] = False,
+) -> None:
+    """How often the kind of a remembered fact replaces what it should and only that, per
+    language; see evals/kinds.py."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from evals.kinds import HELDOUT, accuracy, judge, load_pairs
+
+    console = Console()
+    path = pairs or HELDOUT
+    judged = judge(load_pairs(path))
+    table = Table(
+        "language",
+        "pairs",
+        "right",
+        "one kind, replaced",
+        "two kinds, both kept",
+        title=f"kinds of remembered facts: {path.name}",
+    )
+    for a in accuracy(judged):
+        table.add_row(
+            a.lang,
+            str(a.pairs),
+            f"{a.right} ({a.right / a.pairs:.0%})",
+            f"{a.same_right} of {a.same}",
+            f"{a.different_right} of {a.different}",
+        )
+    console.print(table)
+    for j in judged if wrong else []:
+        if not j.right:
+            label = "one kind" if j.pair.same else "two kinds"
+            console.print(
+                f"{j.pair.lang} ({label}): {j.pair.older!r} → {j.older_kind!r}; "
+                f"{j.pair.newer!r} → {j.newer_kind!r}"
+            )
+
+
 SWEEP = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 DECISIONS_WIDTH = 120  # a column per language, unwrapped, also when piped to a file
 
