@@ -185,8 +185,7 @@ class TurnStore:
             orphans = await queries.close_running_turns(
                 session, conversation, "interrupted", ORPHANED
             )
-            turn = await queries.start_turn(session, conversation)
-            turn.memory_scope = request.memory_scope
+            turn = await queries.start_turn(session, conversation, request.memory_scope)
             content = request.text.strip() + IMAGE_MARKER * len(request.images)
             await queries.append_messages(
                 session,

@@ -172,8 +172,8 @@ class TurnRunner:
         turn ending `interrupted`, rather than passed on. The router decides first who
         answers (the bot, a person, nobody yet); every route runs this one lifecycle."""
         key = request.conversation_key
-        # The memory a turn reads and writes, if its audience is remembered; stored with
-        # the turn, for the write when the conversation goes idle (app/memory/idle.py).
+        # Whose memory the turn reads and writes, stored with the turn: None when its
+        # audience's people are not remembered.
         scope = self._people.scope_of(request.audience, request.memory_scope)
         request = replace(request, memory_scope=scope)
         route = await self.router.route(request) if self.router else BOT

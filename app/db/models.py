@@ -67,7 +67,8 @@ class Turn(Base):
     # What the turn came to (app/chat/outcome.py): answered | not_found | expert |
     # smalltalk | handed_off | quiet; None while running or when it failed.
     outcome: Mapped[str | None] = mapped_column(String(16))
-    # Whose memory the turn read and writes (app/memory/scope.py); None: not remembered.
+    # Whose memory the turn read and wrote (app/memory/scope.py): the person who wrote it;
+    # None when nobody is remembered. The staff's view of a conversation's people reads it.
     memory_scope: Mapped[str | None] = mapped_column(String(400))
 
 

@@ -40,11 +40,13 @@ async def find_turn(
     return (row[0], row[1]) if row else None
 
 
-async def start_turn(session: AsyncSession, conversation: Conversation) -> Turn:
+async def start_turn(
+    session: AsyncSession, conversation: Conversation, memory_scope: str | None = None
+) -> Turn:
     last = await session.scalar(
         select(func.max(Turn.number)).where(Turn.conversation_id == conversation.id)
     )
-    turn = Turn(conversation_id=conversation.id, number=(last or 0) + 1)
+    turn = Turn(conversation_id=conversation.id, number=(last or 0) + 1, memory_scope=memory_scope)
     session.add(turn)
     await session.flush()
     return turn
