@@ -1,10 +1,12 @@
 """Builds the service's long-lived parts from settings, once per process; every adapter
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -40,6 +42,7 @@ from app.db.engine import make_async_engine, make_session_factory
 from app.decisions.decider import MessageDecider, decider_for
 from app.handoff.service import HandoffService
 from app.handoff.tool import request_human_tool
+from app.memory.idle import IdleWriter
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.settings import AUDIENCES, Settings
@@ -150,6 +153,8 @@ class Runtime:
     chat: ChatService
     agents: Callable[[str], Runnable[Any, Any]]  # the compiled agent of a memory profile
     decider: MessageDecider  # what a message is (app/decisions)
+    idle: IdleWriter  # people's memory written when a conversation goes idle
+    _idle_checks: "asyncio.Task[None] | None" = field(default=None, init=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
@@ -175,18 +180,31 @@ class Runtime:
             simulator=PrefixCacheSimulator(RULES[settings.observability.simulator_rules]),
             handoffs=HandoffService(settings, turns, tracer=tracer, decider=decider),
         )
+        idle = IdleWriter(settings, sessions, build_summary_model(settings.llm))
         return cls(
-            settings, engine, sessions, knowledge_client, knowledge, tracer, chat, agents, decider
+            settings,
+            engine,
+            sessions,
+            knowledge_client,
+            knowledge,
+            tracer,
+            chat,
+            agents,
+            decider,
+            idle,
         )
 
     async def start(self) -> None:
         """Once per process, before serving: close the turns a stopped process left
-        `running`, and load what the first turn would otherwise wait for. A database that is
-        down now is reported by readiness, not fatal here."""
+        `running`, start the checks for idle conversations, and load what the first turn
+        would otherwise wait for. A database that is down now is reported by readiness, not
+        fatal here."""
         try:
             await self.chat.close_orphaned_turns()
         except SQLAlchemyError as error:
             log.warning("could not close turns left running: %s", error)
+        if self.settings.memory.idle_check_seconds:
+            self._idle_checks = asyncio.create_task(self.idle.run())
         # On anyio's worker threads, as the HTTP server runs its own blocking work: its
         # asyncio backend (75 ms of imports) then loads here, not on the first request.
         await anyio.to_thread.run_sync(self.warm_up)
@@ -218,6 +236,10 @@ class Runtime:
         return True
 
     async def aclose(self) -> None:
+        if self._idle_checks is not None:
+            self._idle_checks.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._idle_checks
         await self.chat.aclose()
         self.tracer.close()
         self.knowledge_client.release()

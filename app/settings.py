@@ -817,6 +817,16 @@ class PeopleMemorySettings(BaseModel):
         description="the memory block at the start of a new conversation holds the newest "
         "items within this many tokens",
     )
+    idle_minutes: float | None = Field(
+        None,
+        gt=0,
+        description="a remembered conversation without a turn for this long has what its "
+        "people stated since its last fold written to memory (one summary-model call); "
+        "unset: the prompt cache's TTL under `observability.simulator_rules` (5 minutes)",
+    )
+    idle_check_seconds: float = Field(
+        60, ge=0, description="how often the service looks for idle conversations; 0: never"
+    )
 
 
 class Settings(BaseSettings):

@@ -26,6 +26,7 @@ app = typer.Typer(
     help="Evals: memory profiles and answers on recorded conversations.", no_args_is_help=True
 )
 TABLE_WIDTH = 230  # the profile table's 15 columns, unwrapped, also when piped to a file
+RETURNING_WIDTH = 150  # the returning people's table, likewise
 DEFAULT_PROFILES = ",".join(
     [
         *("baseline", "clearing", "trim+clear", "hybrid", "trim-naive", "client"),
@@ -70,7 +71,13 @@ def _progress(console: "Console") -> "Progress":
 def run(
     scenario: Annotated[Path, typer.Option(help="scenario YAML (one chat or `chats:`)")],
     out: Annotated[Path, typer.Option(help="folder for report.md, JSON and plots")],
-    profiles: Annotated[str, typer.Option(help="comma-separated profiles")] = DEFAULT_PROFILES,
+    profiles: Annotated[
+        str,
+        typer.Option(
+            help="comma-separated profiles; `<profile>-memory-off`: without the memory of "
+            "people across conversations"
+        ),
+    ] = DEFAULT_PROFILES,
     provider_rules: Annotated[
         str, typer.Option(help="prompt-cache rules: openai, anthropic, gemini, block16")
     ] = "gemini",
@@ -103,8 +110,8 @@ def run(
     from app.observability.simulator import RULES
     from app.settings import get_settings
     from evals.harness import EvalConfig, evaluate, open_knowledge
-    from evals.profiles import known_profiles
-    from evals.report import peer_notes, table_cells
+    from evals.profiles import MEMORY_OFF, context_profile, known_profiles
+    from evals.report import RETURNING_HEADER, peer_notes, returning_cells, table_cells
     from evals.scenario import load_scenario
     from knowledge.store import discover_files
 
@@ -112,9 +119,12 @@ def run(
     names = [name.strip() for name in profiles.split(",") if name.strip()]
     settings = get_settings()
     known = known_profiles(settings)
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if context_profile(n) not in known]
     if unknown:
-        console.print(f"[red]unknown profiles {unknown}; defined: {', '.join(known)}")
+        console.print(
+            f"[red]unknown profiles {unknown}; defined: {', '.join(known)} (each also as "
+            f"<profile>{MEMORY_OFF}: without the memory of people across conversations)"
+        )
         raise typer.Exit(2)
     if provider_rules not in RULES:
         console.print(f"[red]unknown rules {provider_rules!r}: use one of {', '.join(RULES)}")
@@ -156,6 +166,11 @@ def run(
     for cells in rows:
         table.add_row(*cells)
     Console(width=max(console.width, TABLE_WIDTH)).print(table)
+    if returning := returning_cells(result.summaries):
+        later = Table(*RETURNING_HEADER, title="returning people (later conversations)")
+        for cells in returning:
+            later.add_row(*cells)
+        Console(width=max(console.width, RETURNING_WIDTH)).print(later)
     for note in peer_notes(result.summaries):
         console.print(f"- {note}")
     console.print("wrote " + ", ".join(str(path) for path in result.files))
@@ -351,6 +366,50 @@ def decisions(
         ]  # fmt: skip
         out.write_text(json.dumps(dumped, indent=2, ensure_ascii=False), encoding="utf-8")
         console.print(f"wrote {out}")
+
+
+@app.command()
+def kinds(
+    pairs: Annotated[
+        Path | None,
+        typer.Option(help="labelled statement pairs (default: evals/kinds/heldout.yaml)"),
+    ] = None,
+    wrong: Annotated[bool, typer.Option(help="list the pairs the rule gets wrong")] = False,
+) -> None:
+    """How often the kind of a remembered fact replaces what it should and only that, per
+    language; see evals/kinds.py."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from evals.kinds import HELDOUT, accuracy, judge, load_pairs
+
+    console = Console()
+    path = pairs or HELDOUT
+    judged = judge(load_pairs(path))
+    table = Table(
+        "language",
+        "pairs",
+        "right",
+        "one kind, replaced",
+        "two kinds, both kept",
+        title=f"kinds of remembered facts: {path.name}",
+    )
+    for a in accuracy(judged):
+        table.add_row(
+            a.lang,
+            str(a.pairs),
+            f"{a.right} ({a.right / a.pairs:.0%})",
+            f"{a.same_right} of {a.same}",
+            f"{a.different_right} of {a.different}",
+        )
+    console.print(table)
+    for j in judged if wrong else []:
+        if not j.right:
+            label = "one kind" if j.pair.same else "two kinds"
+            console.print(
+                f"{j.pair.lang} ({label}): {j.pair.older!r} → {j.older_kind!r}; "
+                f"{j.pair.newer!r} → {j.newer_kind!r}"
+            )
 
 
 SWEEP = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)

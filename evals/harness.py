@@ -22,6 +22,7 @@ from evals.metrics import (
     run_summary,
     turn_rows,
 )
+from evals.profiles import remembers_people
 from evals.report import write_report
 from evals.runner import run_profile
 from evals.scenario import Scenario, ScenarioTurn, load_scenario
@@ -134,6 +135,7 @@ def evaluate(
             runs.setdefault(profile, []).append(
                 run_summary(run_rows, run.prefix_changes, run.call_prefix_breaks)
                 | handoff_figures(run, pricing)
+                | {"people_memory": remembers_people(profile)}
             )
     summaries = {profile: profile_summary(found) for profile, found in runs.items()}
     add_baseline_ratios(summaries)

@@ -5,7 +5,9 @@ Quality needs no judge: the gold-page hit rate of the searches made for a turn; 
 refers to) was in what the model was sent, in a user message or the system prompt with
 the summary (search results do not count); and fact coverage, the share of a turn's
 facts whose words mostly appear in the answer (word overlap, not a judgement; an LLM
-judge can be added, see `evals.judge`).
+judge can be added, see `evals.judge`). Across conversations: the probes of the
+conversations a remembered person comes back to, what those turns cost, the items of the
+memory block they were sent, and other people's facts (`absent`) that reached the model.
 """
 
 import re
@@ -20,6 +22,7 @@ from app.agent.memory.decisions import message_tokens
 from app.agent.memory.recall import RECALL_TOOL
 from app.agent.messages import message_text
 from app.agent.offline import EXPERT_TOOL
+from app.memory.store import BLOCK_HEADING
 from app.observability.pricing import cost_usd, price_for
 from app.observability.usage import UsageRecord
 from app.settings import ObservabilitySettings
@@ -30,6 +33,8 @@ from evals.words import fact_words
 # A statement or fact counts as present when this share of its content words is.
 MOSTLY = 0.6
 HELPER_PURPOSES = ("summary", "expert")
+# The summary model's other calls, costed with its folds: the write at idle (app/memory/idle).
+SUMMARY_MODEL_PURPOSES = {"memory": "summary"}
 _NUMBER = re.compile(r"\d+")
 
 
@@ -89,6 +94,10 @@ class TurnRow:
     probes: int  # facts stated earlier that this turn needs
     probes_kept: int  # ... that were in what the model was sent
     probes_missed: list[str]
+    returning: bool  # in a later conversation of a remembered person
+    memory_items: int  # lines of the remembered people's block the model was sent
+    absent: int  # facts of other people (another tenant's) that must not be sent
+    absent_seen: list[str]  # ... that were
     fact_coverage: float | None
     answer: str
     judged_fact_coverage: float | None = None  # with --judge
@@ -134,8 +143,22 @@ def remembered_text(request: Sequence[BaseMessage]) -> str:
     return "\n".join(message_text(m) for m in [*systems, *users])
 
 
+def memory_block_items(request: Sequence[BaseMessage]) -> int:
+    """The items of the remembered people's block in a request's system message."""
+    blocks = [
+        block.get("text", "")
+        for m in request
+        if isinstance(m, SystemMessage) and isinstance(m.content, list)
+        for block in m.content
+        if isinstance(block, dict)
+    ]
+    shown = [b for b in blocks if b.startswith(BLOCK_HEADING)]
+    return sum(line.startswith("- ") for b in shown for line in b.splitlines())
+
+
 def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[TurnRow]:
     chats = {chat.id: chat for chat in scenario.chats}
+    returning = scenario.returning_chats
     retrieved: dict[str, set[tuple[str, str]]] = {chat.id: set() for chat in scenario.chats}
     rows: list[TurnRow] = []
     cumulative = 0.0
@@ -143,7 +166,8 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
         turn = outcome.turn
         costs = {p: 0.0 for p in ("agent", *HELPER_PURPOSES)}
         for call in outcome.calls:
-            costs[call.purpose] = costs.get(call.purpose, 0.0) + pricing.cost(call)
+            column = SUMMARY_MODEL_PURPOSES.get(call.purpose, call.purpose)
+            costs[column] = costs.get(column, 0.0) + pricing.cost(call)
         cost = sum(costs.values())
         cumulative += cost
         seen = retrieved[outcome.chat]
@@ -157,6 +181,9 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
             constraint = min((share_present(s, remembered) for s in statements), default=None)
         sent_terms = key_terms(sent_memory_text(outcome.first_request)) if turn.probes else set()
         missed = [fact for fact in turn.probes if not probe_kept(fact, sent_terms)]
+        # another person's facts would come in with the memory: the system prompt's blocks
+        said_terms = key_terms(remembered_text(outcome.first_request)) if turn.absent else set()
+        leaked = [fact for fact in turn.absent if probe_kept(fact, said_terms)]
         answer_words = set(fact_words(outcome.answer))
         input_tokens = sum(c.input_tokens for c in outcome.calls)
         cached_tokens = sum(c.cached_tokens for c in outcome.calls)
@@ -204,6 +231,10 @@ def turn_rows(run: ProfileRun, scenario: Scenario, pricing: Pricing) -> list[Tur
                 probes=len(turn.probes),
                 probes_kept=len(turn.probes) - len(missed),
                 probes_missed=missed,
+                returning=outcome.chat in returning,
+                memory_items=memory_block_items(outcome.first_request),
+                absent=len(turn.absent),
+                absent_seen=leaked,
                 fact_coverage=(
                     sum(share_present(f, answer_words) >= MOSTLY for f in turn.facts)
                     / len(turn.facts)
@@ -241,6 +272,9 @@ def run_summary(
     lower_bound = sum(r.lower_bound_cost_usd for r in rows)
     strict_bound = sum(r.strict_bound_cost_usd for r in rows)
     probes = sum(r.probes for r in rows)
+    later = [r for r in rows if r.returning]
+    later_probes = sum(r.probes for r in later)
+    later_input = sum(r.input_tokens for r in later)
     return {
         "turns": len(rows),
         "context_tokens_last": rows[-1].context_tokens,
@@ -270,6 +304,18 @@ def run_summary(
         "constraint_coverage": _mean([r.constraint_coverage for r in rows]),
         "probes": probes,
         "probes_kept": sum(r.probes_kept for r in rows) / probes if probes else None,
+        "returning_turns": len(later),
+        "returning_probes": later_probes,
+        "returning_probes_kept": (
+            sum(r.probes_kept for r in later) / later_probes if later_probes else None
+        ),
+        "returning_input_tokens_per_turn": later_input / len(later) if later else None,
+        "returning_cached_share": (
+            sum(r.cached_tokens for r in later) / later_input if later_input else None
+        ),
+        "returning_memory_items": _mean([r.memory_items for r in later]),
+        "absent": sum(r.absent for r in rows),
+        "absent_seen": sum(len(r.absent_seen) for r in rows),
         "fact_coverage": _mean([r.fact_coverage for r in rows]),
         "judged_fact_coverage": _mean([r.judged_fact_coverage for r in rows]),
         "prefix_changes": prefix_changes,

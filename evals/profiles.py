@@ -86,6 +86,23 @@ def peer_profiles() -> dict[str, LangChainPeer]:
     }
 
 
+# `<profile>-memory-off`: the profile with the memory of people across conversations
+# (docs/memory.md) turned off. The negative control `forget-all` remembers no one either.
+MEMORY_OFF = "-memory-off"
+FORGETS_PEOPLE = frozenset({"forget-all"})
+
+
+def context_profile(name: str) -> str:
+    """The memory profile a run named `name` manages its context with."""
+    return name.removesuffix(MEMORY_OFF)
+
+
+def remembers_people(name: str) -> bool:
+    """Whether a run named `name` keeps and shows what people said in earlier
+    conversations."""
+    return not name.endswith(MEMORY_OFF) and name not in FORGETS_PEOPLE
+
+
 def with_comparison_profiles(settings: Settings) -> Settings:
     """The settings with the comparison profiles defined; the configured ones win."""
     definitions = {**comparison_profiles(), **settings.profiles.definitions}

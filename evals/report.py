@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 from evals.metrics import TurnRow, row_dicts
-from evals.profiles import peer_profiles
+from evals.profiles import MEMORY_OFF, context_profile, peer_profiles
 
 PLOTS = {
     "context_tokens.png": ("context_tokens", "context tokens sent at the turn's start"),
@@ -85,6 +85,66 @@ def table_cells(summaries: dict[str, dict[str, Any]]) -> tuple[list[str], list[l
     return header, rows
 
 
+RETURNING_HEADER = [
+    "profile",
+    "people memory",
+    "probes kept (later conversations)",
+    "other tenants' facts sent",
+    "memory items shown",
+    "input tokens per turn",
+    "added per turn",
+    "cached share",
+]
+
+
+def returning_cells(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """One row per profile of the conversations a remembered person comes back to; the
+    tokens added against the same memory profile without people memory
+    (`<profile>-memory-off`) where it ran. Empty when the scenario has none."""
+    rows = []
+    for name, s in summaries.items():
+        if not s.get("returning_turns"):
+            continue
+        per_turn = s["returning_input_tokens_per_turn"]
+        without = summaries.get(f"{context_profile(name)}{MEMORY_OFF}")
+        added = (
+            f"{per_turn - without['returning_input_tokens_per_turn']:+,.0f}"
+            if without is not None and s["people_memory"]
+            else "—"
+        )
+        kept = s["returning_probes_kept"]
+        rows.append(
+            [
+                name,
+                "on" if s["people_memory"] else "off",
+                "—" if kept is None else f"{kept:.0%} of {s['returning_probes']:.0f}",
+                f"{s['absent_seen']:.0f} of {s['absent']:.0f}",
+                f"{s['returning_memory_items']:.1f}",
+                f"{per_turn:,.0f}",
+                added,
+                _percent(s["returning_cached_share"]),
+            ]
+        )
+    return rows
+
+
+def returning_table(summaries: dict[str, dict[str, Any]]) -> str:
+    rows = returning_cells(summaries)
+    if not rows:
+        return ""
+    lines = [
+        "## Returning people",
+        "",
+        "The conversations in which a person of an earlier one comes back (same tenant): "
+        "probes are facts they stated before, checked in what the model was sent; other "
+        "tenants' facts are counted when all their key terms were in the system prompt "
+        "(with the memory block) or the earlier user messages.",
+        "",
+        *table_lines(RETURNING_HEADER, rows),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def peer_notes(summaries: dict[str, dict[str, Any]], reference: str = "client") -> list[str]:
     """One sentence per LangChain peer next to `reference`: what it costs and why."""
     ours = summaries.get(reference)
@@ -141,11 +201,14 @@ CLEARS_EVERY_CALL = (
 )
 
 
-def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
-    header, rows = table_cells(summaries)
+def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table's lines."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    return "\n".join(lines)
+    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
+
+
+def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
+    return "\n".join(table_lines(*table_cells(summaries)))
 
 
 def handoff_table(summaries: dict[str, dict[str, Any]]) -> str:
@@ -169,11 +232,9 @@ def handoff_table(summaries: dict[str, dict[str, Any]]) -> str:
         "and builds the staff card from the stored summary and the context since, with "
         "one summary-model call (priced as the helper model; not in the costs above).",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
     ]
-    for name, s in handing.items():
-        cells = [
+    rows = [
+        [
             name,
             f"{s['handoffs_opened']:.0f} of {s['handoff_turns']:.0f}",
             f"{s['handoff_calls']:.0f}",
@@ -181,7 +242,9 @@ def handoff_table(summaries: dict[str, dict[str, Any]]) -> str:
             _tokens(s["handoff_output_tokens"]),
             f"${s['handoff_cost_usd']:.4f}",
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        for name, s in handing.items()
+    ]
+    lines += table_lines(header, rows)
     return "\n".join(lines) + "\n"
 
 
@@ -197,10 +260,10 @@ def write_report(
     report = out / "report.md"
     notes = "\n".join(f"- {line}" for line in setup)
     peers = "".join(f"\n- {note}" for note in peer_notes(summaries))
-    handoffs = handoff_table(summaries)
+    later = [table for table in (returning_table(summaries), handoff_table(summaries)) if table]
     report.write_text(
         f"# {title}\n\n{notes}\n\n{markdown_table(summaries)}\n{peers}\n"
-        + (f"\n{handoffs}" if handoffs else ""),
+        + "".join(f"\n{table}" for table in later),
         encoding="utf-8",
     )
     summary_json = out / "summary.json"

@@ -6,7 +6,11 @@ runs are independent and repeatable. What the run observed (requests, calls, too
 is returned raw; `evals.metrics` turns it into numbers. The service hands conversations
 to a person as the app does (`HandoffService`, for the audiences `handoff.audiences`
 names): a scenario's closing `handoff` turn opens one, and its card's summary call is
-kept apart from the answered turns.
+kept apart from the answered turns. The users of a chat with a `tenant` are remembered
+across the run's conversations as a backend's people are (`api|<tenant>|<user>`), unless
+the profile forgets people (`evals.profiles.remembers_people`); a gap between turns past
+the cache TTL writes the idle conversations' facts to memory as the service's periodic
+check does (`app.memory.idle`), a call counted with the turn it follows.
 
 One module: a run's set-up, its turns and what it records share one database and clock.
 """
@@ -33,6 +37,7 @@ from app.agent.memory.prefix import (
     message_key,
     prefix_changes,
 )
+from app.agent.memory.summarizer import build_summary_model
 from app.agent.offline import SEARCH_TOOL
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
@@ -41,13 +46,16 @@ from app.db import migrate, queries
 from app.db.engine import make_async_engine
 from app.db.models import Handoff, LLMCall, Message
 from app.handoff.service import HandoffService
+from app.memory.idle import PURPOSE as IDLE_PURPOSE
+from app.memory.idle import IdleWriter, idle_after
+from app.memory.scope import api_scope
 from app.observability.simulator import RULES, CacheRules, PrefixCacheSimulator, request_tokens
 from app.observability.usage import CacheSource, UsageRecord
 from app.runtime import agent_factory
 from app.settings import DbSettings, Settings
 from app.tokens import count_tokens
 from evals.peers import peer_memory_factories
-from evals.profiles import with_comparison_profiles
+from evals.profiles import context_profile, remembers_people, with_comparison_profiles
 from evals.scenario import HANDOFF_KIND, Chat, Scenario, ScenarioTurn
 from knowledge.types import Retriever
 
@@ -60,6 +68,9 @@ IDEAL_CACHE = CacheRules(
     read_multiplier=0.0,
     write_multiplier=1.0,
 )
+
+
+MINUTES_PER_DAY = 24 * 60
 
 
 class EvalClock:
@@ -190,10 +201,17 @@ class EvalRecorder(RequestRecorder):
 
 
 def with_profile(settings: Settings, profile: str) -> Settings:
-    """Every audience served with `profile`, so a scenario's conversation gets it."""
-    audiences = dict.fromkeys(settings.profiles.by_audience, profile)
+    """Every audience served with `profile`'s memory profile, so a scenario's conversation
+    gets it; people remembered across conversations unless the profile forgets them."""
+    audiences = dict.fromkeys(settings.profiles.by_audience, context_profile(profile))
+    memory = settings.memory
+    if not remembers_people(profile):
+        memory = memory.model_copy(update={"audiences": []})
     return settings.model_copy(
-        update={"profiles": settings.profiles.model_copy(update={"by_audience": audiences})}
+        update={
+            "profiles": settings.profiles.model_copy(update={"by_audience": audiences}),
+            "memory": memory,
+        }
     )
 
 
@@ -256,45 +274,66 @@ async def run_profile(
                 now=lambda: HANDOFF_EPOCH + timedelta(seconds=clock.now),
             ),
         )
+        idle = IdleWriter(settings, store.sessions, build_summary_model(settings.llm))
+        played: list[tuple[Chat, str, list[str]]] = []
         try:
             for chat in scenario.chats:
                 recorders.append(EvalRecorder(ideal, sent))  # turn numbers restart in each chat
                 key = f"eval:{profile}:{chat.id}"
                 answers = []
-                for turn in chat.turns:
-                    clock.advance(gap_minutes if turn.gap_minutes is None else turn.gap_minutes)
-                    request = TurnRequest("eval", key, scenario.audience, turn.user, turn.text)
+                for number, turn in enumerate(chat.turns):
+                    gap = gap_minutes if turn.gap_minutes is None else turn.gap_minutes
+                    gap += chat.gap_days * MINUTES_PER_DAY if number == 0 else 0
+                    clock.advance(gap)
+                    if timedelta(minutes=gap) >= idle_after(settings):  # as the service does
+                        await idle.write_idle(datetime.now(UTC) + timedelta(minutes=gap))
+                    scope = api_scope(chat.tenant, turn.user) if chat.tenant else None
+                    request = TurnRequest(
+                        "eval", key, scenario.audience, turn.user, turn.text, memory_scope=scope
+                    )
                     answers.append((await service.handle_turn(request)).text)
                     if on_turn:
                         on_turn()
-                async with store.sessions() as session:
-                    conversation = await queries.get_conversation(session, key)
-                    assert conversation is not None
-                    messages = await queries.all_messages(session, conversation)
-                    calls = await queries.llm_calls(session, conversation)
-                    reasons = await session.scalars(
-                        select(Handoff.reason).where(Handoff.conversation_id == conversation.id)
-                    )
-                    opened = list(reasons)
-                answered = len(chat.answered_turns)
-                outcomes += _outcomes(
-                    chat, len(outcomes), answers[:answered], recorders[-1], messages, calls
+                played.append((chat, key, answers))
+            # after every chat: a write at idle comes after its conversation's last turn
+            for (chat, key, answers), recorder in zip(played, recorders, strict=True):
+                found, handoff = await _collected(
+                    store, chat, key, answers, recorder, len(outcomes)
                 )
-                if answered < len(chat.turns):
-                    handoffs.append(
-                        HandoffOutcome(
-                            chat.id,
-                            chat.turns[-1],
-                            answers[-1],
-                            opened,
-                            [CallRecord.of(c) for c in calls if c.purpose == HANDOFF_PURPOSE],
-                        )
-                    )
-                changed_prefixes += len(prefix_changes(recorders[-1].turns))
-                call_breaks += call_prefix_breaks(recorders[-1].turns)
+                outcomes += found
+                handoffs += [handoff] if handoff else []
+                changed_prefixes += len(prefix_changes(recorder.turns))
+                call_breaks += call_prefix_breaks(recorder.turns)
         finally:
             await engine.dispose()
     return ProfileRun(profile, repeat, outcomes, changed_prefixes, call_breaks, handoffs)
+
+
+async def _collected(
+    store: TurnStore,
+    chat: Chat,
+    key: str,
+    answers: list[str],
+    recorder: EvalRecorder,
+    steps_before: int,
+) -> tuple[list[TurnOutcome], HandoffOutcome | None]:
+    """What one chat's conversation left in the database: its answered turns and the
+    handoff its closing turn opened, if any."""
+    async with store.sessions() as session:
+        conversation = await queries.get_conversation(session, key)
+        assert conversation is not None
+        messages = await queries.all_messages(session, conversation)
+        calls = await queries.llm_calls(session, conversation)
+        reasons = await session.scalars(
+            select(Handoff.reason).where(Handoff.conversation_id == conversation.id)
+        )
+        opened = list(reasons)
+    answered = len(chat.answered_turns)
+    outcomes = _outcomes(chat, steps_before, answers[:answered], recorder, messages, calls)
+    if answered == len(chat.turns):
+        return outcomes, None
+    card_calls = [CallRecord.of(c) for c in calls if c.purpose == HANDOFF_PURPOSE]
+    return outcomes, HandoffOutcome(chat.id, chat.turns[-1], answers[-1], opened, card_calls)
 
 
 def _outcomes(
@@ -320,7 +359,9 @@ def _outcomes(
         )
     ]
     shares = zip(recorder.ideal_shares, recorder.strict_shares, strict=True)
-    recorded = [c for c in calls if c.purpose != HANDOFF_PURPOSE]
+    recorded = [c for c in calls if c.purpose not in (HANDOFF_PURPOSE, IDLE_PURPOSE)]
+    for call in (c for c in calls if c.purpose == IDLE_PURPOSE):  # after the turn, not in it
+        outcomes[call.turn - 1].calls.append(CallRecord.of(call))
     for call, (ideal_share, strict_share) in zip(recorded, shares, strict=True):
         outcomes[call.turn - 1].calls.append(
             CallRecord.of(

@@ -198,7 +198,7 @@ class TurnStore:
                 await queries.turn_numbers(session, conversation, UNANSWERED),
             )
             summary = await queries.latest_summary(session, conversation)
-            archived = await queries.has_archive(session, conversation)
+            archived = await queries.has_archive(session, conversation, request.memory_scope)
             await session.commit()
         messages = history.messages
         if request.images:

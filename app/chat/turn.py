@@ -384,6 +384,7 @@ class TurnRunner:
                 request.author,
                 (request.text, message_id),
                 memory.summary if memory else None,
+                memory.dropped if memory else (),
             )
         except Exception as error:
             log.warning(
@@ -409,7 +410,7 @@ class TurnRunner:
             "metadata": {"conversation": conversation.key, "turn": turn.number},
         }
         # The recall tool reads the archive through the turn's own connection.
-        archive = ConversationArchive(held.sessions, conversation.id)
+        archive = ConversationArchive(held.sessions, conversation.id, turn.memory_scope)
         context = MemoryContext(conversation.id, archive)
         agent = self.agent_for_profile(conversation.profile)
         return await run_agent(agent, begun.working, config, context, on_token)

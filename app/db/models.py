@@ -43,6 +43,8 @@ class Conversation(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
+    # The last turn whose stated facts a write at idle took in (app/memory/idle.py).
+    idle_written_turn: Mapped[int | None] = mapped_column(Integer)
 
     messages: Mapped[list["Message"]] = relationship(
         back_populates="conversation", order_by="Message.seq"

@@ -133,12 +133,43 @@ async def archived_messages(session: AsyncSession, conversation_id: int) -> list
     return list(result)
 
 
-async def has_archive(session: AsyncSession, conversation: Conversation) -> bool:
+def _scope_archive(scope: str, conversation_id: int) -> Select[Message, str]:
+    """The messages of `scope`'s turns in its other conversations that left their context
+    there, with their conversation's key."""
+    return (
+        select(Message, Conversation.key)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .join(
+            Turn,
+            (Turn.conversation_id == Message.conversation_id) & (Turn.number == Message.turn),
+        )
+        .where(
+            Turn.memory_scope == scope,
+            Message.conversation_id != conversation_id,
+            Message.context_state != "active",
+        )
+    )
+
+
+async def scope_archive(
+    session: AsyncSession, scope: str, conversation_id: int
+) -> list[tuple[Message, str]]:
+    found = await session.execute(_scope_archive(scope, conversation_id).order_by(Message.id))
+    return [(row[0], row[1]) for row in found]
+
+
+async def has_archive(
+    session: AsyncSession, conversation: Conversation, scope: str | None = None
+) -> bool:
+    """Whether recall_history has anything to search: the conversation's own archive, or
+    its person's (`scope`) in their other conversations."""
     found = await session.scalar(
         select(Message.id)
         .where(Message.conversation_id == conversation.id, Message.context_state != "active")
         .limit(1)
     )
+    if found is None and scope is not None:
+        found = await session.scalar(_scope_archive(scope, conversation.id).limit(1))
     return found is not None
 
 

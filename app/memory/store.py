@@ -9,7 +9,7 @@ from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.messages import strip_author
-from app.db.models import Conversation, MemoryItem, Message, Summary
+from app.db.models import Conversation, MemoryItem, Message, Summary, Turn
 from app.memory.facts import kind_of
 from app.tokens import count_tokens
 
@@ -134,14 +134,13 @@ async def expire(session: AsyncSession, scopes: Sequence[str], retention_days: i
 
 async def _forget_in_archive(session: AsyncSession, item: MemoryItem) -> None:
     """Blank the item's source message and what quotes its words (a search for them)
-    among its conversation's messages out of the context, where recall_history looks."""
-    if item.source_conversation is None:
-        return
+    among the messages out of the context where recall_history looks: its conversation's,
+    and those of its scope's other conversations."""
     words = strip_author(item.text)
+    source = select(Conversation.id).where(Conversation.key == item.source_conversation)
+    scoped = select(Turn.conversation_id).where(Turn.memory_scope == item.scope)
     archived = (
-        Message.conversation_id.in_(
-            select(Conversation.id).where(Conversation.key == item.source_conversation)
-        ),
+        or_(Message.conversation_id.in_(source), Message.conversation_id.in_(scoped)),
         Message.context_state != "active",
     )
     quoted = Message.content.contains(words, autoescape=True)
@@ -151,10 +150,26 @@ async def _forget_in_archive(session: AsyncSession, item: MemoryItem) -> None:
     await session.execute(update(Message).where(*archived, described).values(placeholder=FORGOTTEN))
 
 
+async def _taken_in(session: AsyncSession, scope: str) -> None:
+    """The conversations with a turn of `scope` count as taken into memory up to their last
+    turn: a write when one goes idle (app/memory/idle.py) does not keep again what was
+    said before a forget."""
+    last = (
+        select(func.max(Turn.number))
+        .where(Turn.conversation_id == Conversation.id)
+        .scalar_subquery()
+    )
+    scoped = select(Turn.conversation_id).where(Turn.memory_scope == scope)
+    await session.execute(
+        update(Conversation).where(Conversation.id.in_(scoped)).values(idle_written_turn=last)
+    )
+
+
 async def forget(session: AsyncSession, scope: str, item_id: int | None = None) -> int:
     """Delete the scope's items (all, or one with what it superseded) and blank their
-    source messages where recall_history searches them (messages out of the context).
-    Returns how many items went."""
+    source messages where recall_history searches them (messages out of the context); what
+    the scope said so far is not written again when its conversation goes idle. Returns
+    how many items went."""
     chosen = select(MemoryItem).where(MemoryItem.scope == scope)
     items = list(await session.scalars(chosen))
     if item_id is not None:
@@ -162,6 +177,7 @@ async def forget(session: AsyncSession, scope: str, item_id: int | None = None) 
         while older := {i.id for i in items if i.superseded_by in chain} - chain:
             chain |= older
         items = [i for i in items if i.id in chain]
+    await _taken_in(session, scope)
     if not items:
         return 0
     for item in items:

@@ -2,12 +2,12 @@
 writes — the facts its fold extracted (no extra model call) and an explicit
 "remember that …"."""
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agent.memory.summarizer import stated_facts
+from app.agent.memory.summarizer import StatedFact, stated_facts
 from app.db.models import Conversation
 from app.memory import store
 from app.memory.facts import remembered
@@ -16,6 +16,22 @@ from app.memory.store import MemoryBlock
 from app.settings import PeopleMemorySettings
 
 ANONYMOUS_AUTHOR = "user"  # how the summary names a user message without an author
+Wanted = tuple[str, str, int | None]  # scope, the fact, its source message (recall id)
+
+
+def placed(scope: str, author: str | None, facts: Sequence[StatedFact]) -> list[Wanted]:
+    """Where the stated `facts` of a turn by `author` in `scope` go: the author's to the
+    scope, another participant's in a Telegram chat to the chat's shared memory (named),
+    elsewhere nowhere. A folded "remember that …" was kept as said when it was said."""
+    shared = shared_scope(scope)
+    wanted: list[Wanted] = []
+    for stated in facts:
+        text = remembered(stated.text) or stated.text
+        if stated.author in (author or ANONYMOUS_AUTHOR, None):
+            wanted.append((scope, text, stated.recall_id))
+        elif shared:
+            wanted.append((shared, f"{stated.author}: {text}", stated.recall_id))
+    return wanted
 
 
 @dataclass(frozen=True)
@@ -49,27 +65,30 @@ class PeopleMemory:
         author: str | None,
         said: tuple[str, int | None] | None,
         summary: str | None,
+        folded: Collection[str] = (),
     ) -> list[int]:
         """Keep an explicit "remember that …" (`said`: the message and its id) and the facts
-        of a new `summary`: the author's go to `scope`, the others' in a Telegram chat to
-        the chat's shared memory. Returns the new items' ids."""
-        wanted: list[tuple[str, str, int | None]] = []
+        a new `summary` took from the messages it `folded` (their ids; a fact kept from the
+        previous summary was written by its own fold, or forgotten since): the author's go
+        to `scope`, the others' in a Telegram chat to the chat's shared memory. Returns the
+        new items' ids."""
+        wanted: list[Wanted] = []
         if said and (fact := remembered(said[0])):
             wanted.append((scope, fact, said[1]))
         if summary:
-            shared = shared_scope(scope)
-            for stated in stated_facts(summary):
-                if stated.author in (author or ANONYMOUS_AUTHOR, None):
-                    wanted.append((scope, stated.text, stated.recall_id))
-                elif shared:
-                    wanted.append((shared, f"{stated.author}: {stated.text}", stated.recall_id))
-        return await self._keep(sessions, conversation_key, wanted)
+            facts = [
+                stated
+                for stated in stated_facts(summary)
+                if stated.recall_id is None or str(stated.recall_id) in folded
+            ]
+            wanted += placed(scope, author, facts)
+        return await self.keep(sessions, conversation_key, wanted)
 
-    async def _keep(
+    async def keep(
         self,
         sessions: async_sessionmaker[AsyncSession],
         conversation_key: str,
-        wanted: Sequence[tuple[str, str, int | None]],
+        wanted: Sequence[Wanted],
     ) -> list[int]:
         kept = []
         async with sessions() as session:

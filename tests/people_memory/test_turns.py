@@ -112,7 +112,7 @@ async def test_a_telegram_chat_shares_what_others_said_and_memory_can_be_off(
     people = PeopleMemory(settings.memory)
     sessions = pg_sessions
     ann = telegram_scope(-100, 1)
-    await people.write(sessions, ann, "telegram:-100", "Ann", None, summary)
+    await people.write(sessions, ann, "telegram:-100", "Ann", None, summary, folded={"3", "5"})
     async with sessions() as session:
         kept = {
             (i.scope, i.text) for i in await store.active_items(session, [ann, "telegram|-100|*"])
@@ -155,6 +155,33 @@ async def test_a_fold_writes_the_facts_it_extracted_without_another_model_call(
         ("We run GnuCash 4 on Linux at our office.", "run gnucash")
     ]
     assert items[0].source_message_id is not None
+
+
+async def test_a_folded_remember_that_is_not_kept_twice(
+    service: ChatService, settings: Settings, pg_sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    await fold_after(service, settings, "Remember that I prefer short answers in bullet points.")
+    async with pg_sessions() as session:
+        items = await store.active_items(session, [ACME])
+        folds = len(list(await session.scalars(select(Summary.id))))
+    assert folds >= 1
+    assert [i.text for i in items] == ["I prefer short answers in bullet points"]
+
+
+async def test_a_forgotten_fact_does_not_come_back_with_the_next_fold(
+    service: ChatService, settings: Settings, pg_sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    await fold_after(service, settings, "We run GnuCash 4 on Linux at our office.")
+    async with pg_sessions() as session:
+        assert await store.forget(session, ACME) == 1
+        await session.commit()
+    for text in ["How do I reconcile the bank?", "How do I close the year?"]:
+        await service.handle_turn(ask("api:acme:1", text, ACME))
+    async with pg_sessions() as session:
+        folds = len(list(await session.scalars(select(Summary.id))))
+        items = await store.active_items(session, [ACME])
+    assert folds >= 2  # a later fold, whose summary still lists the forgotten fact
+    assert items == []
 
 
 async def test_forget_removes_the_items_and_their_recall_hits(

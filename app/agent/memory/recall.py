@@ -1,4 +1,5 @@
-"""`recall_history`: search what this conversation moved out of the context."""
+"""`recall_history`: search what this conversation moved out of the context, and what the
+same person's other conversations in their memory scope did (app/memory/scope.py)."""
 
 import re
 
@@ -8,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agent.memory.state import ArchivedMessage, MemoryContext
 from app.db import queries
+from app.db.models import Message
 from app.tokens import count_tokens
 
 RECALL_TOOL = "recall_history"
@@ -20,23 +22,53 @@ def _words(text: str) -> set[str]:
 
 
 class ConversationArchive:
-    """The cleared and dropped messages of one stored conversation."""
+    """The cleared and dropped messages of one stored conversation and, for a remembered
+    person (`scope`), those of their turns in their other conversations (never another
+    scope's)."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], conversation_id: int) -> None:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        conversation_id: int,
+        scope: str | None = None,
+    ) -> None:
         self._sessions = sessions
         self._conversation_id = conversation_id
+        self._scope = scope
 
     async def search(self, query: str) -> list[ArchivedMessage]:
-        """By recall id (`17`, `recall id 17`), else by shared words, most shared first."""
+        """By recall id (`17`, `recall id 17`), else by shared words, most shared first
+        (this conversation's first among equals, then the newest)."""
         async with self._sessions() as session:
             stored = await queries.archived_messages(session, self._conversation_id)
-        archived = [ArchivedMessage(m.id, m.turn, m.role, m.content, m.placeholder) for m in stored]
+            elsewhere = (
+                await queries.scope_archive(session, self._scope, self._conversation_id)
+                if self._scope
+                else []
+            )
+        archived = [_archived(m) for m in stored]
+        archived += [_archived(m, key) for m, key in elsewhere]
         if by_id := _RECALL_ID.match(query):
             return [m for m in archived if m.id == int(by_id[1])]
         asked = _words(query)
         scored = [(len(asked & _words(f"{m.description or ''} {m.content}")), m) for m in archived]
-        ranked = sorted(scored, key=lambda pair: (pair[0], pair[1].id), reverse=True)
+        ranked = sorted(
+            scored,
+            key=lambda pair: (pair[0], pair[1].conversation is None, pair[1].id),
+            reverse=True,
+        )
         return [m for score, m in ranked if score > 0]
+
+
+def _archived(message: Message, conversation: str | None = None) -> ArchivedMessage:
+    return ArchivedMessage(
+        message.id,
+        message.turn,
+        message.role,
+        message.content,
+        message.placeholder,
+        conversation,
+    )
 
 
 def _truncate(text: str, budget: int) -> str:
@@ -55,12 +87,14 @@ def _truncate(text: str, budget: int) -> str:
 
 def render_recalled(found: list[ArchivedMessage], max_results: int, token_budget: int) -> str:
     if not found:
-        return "Nothing in this conversation's archive matches."
+        return "Nothing in the archive matches."
     shown = found[:max_results]
     per_piece = token_budget // len(shown)
     return "\n\n".join(
         _truncate(
-            f"[recall id {m.id}, turn {m.turn}, {m.role}"
+            f"[recall id {m.id}, "
+            + (f"conversation {m.conversation}, " if m.conversation else "")
+            + f"turn {m.turn}, {m.role}"
             + (f": {m.description}" if m.description else "")
             + f"]\n{m.content}",
             per_piece,
@@ -73,8 +107,9 @@ def recall_history_tool(max_results: int, token_budget: int) -> BaseTool:
     @tool(RECALL_TOOL)
     async def recall_history(query: str, runtime: ToolRuntime[MemoryContext]) -> str:
         """Search this conversation's earlier messages and tool results that are no longer
-        shown in full (cleared, trimmed or summarized). Pass words to look for, or a
-        recall id from a placeholder or the summary. Use it before repeating a search."""
+        shown in full (cleared, trimmed or summarized), and those of the same person's
+        earlier conversations (results name their conversation). Pass words to look for,
+        or a recall id from a placeholder or the summary. Use it before repeating a search."""
         archive = runtime.context.archive if runtime.context else None
         found = await archive.search(query) if archive else []
         return render_recalled(found, max_results, token_budget)

@@ -15,6 +15,7 @@ class ArchivedMessage:
     role: str
     content: str  # the full original text
     description: str | None  # a cleared tool result's placeholder
+    conversation: str | None = None  # another conversation of the person's (its key)
 
 
 @runtime_checkable
