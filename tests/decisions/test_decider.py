@@ -100,6 +100,36 @@ def test_a_clause_about_people_in_a_question_does_not_hand_over(
     assert not decider.hands_over(decision, model_decides=False)
 
 
+# Refusing the bot asks for a person; refusing the person asks for the bot back: each is
+# the other's look-alike (before the "refusing the bot" examples, the first two below read
+# as "bot back").
+REFUSALS_OF_THE_BOT = [
+    "please, no bot - a real person",
+    "Kein Chatbot, ich brauche einen Menschen",
+    "робот не нужен, переключите на человека",
+    "I am done talking to software, who can I call",
+]
+REFUSALS_OF_THE_PERSON = [
+    "Doch keinen Mitarbeiter, der Bot reicht mir",
+    "не нужен человек, бот справится",
+    "oh, no need for staff, just answer here please",
+]
+
+
+@pytest.mark.parametrize("text", REFUSALS_OF_THE_BOT)
+def test_refusing_the_bot_is_a_request_for_a_person(decider: MessageDecider, text: str) -> None:
+    decision = decider.decide(text)
+    assert decider.hands_over(decision, model_decides=False)
+    assert not decider.gives_bot_back(decision)
+
+
+@pytest.mark.parametrize("text", REFUSALS_OF_THE_PERSON)
+def test_refusing_the_person_gives_the_bot_back(decider: MessageDecider, text: str) -> None:
+    decision = decider.decide(text)
+    assert decider.gives_bot_back(decision)
+    assert not decider.hands_over(decision, model_decides=False)
+
+
 def test_with_a_real_model_an_uncertain_request_is_left_to_the_model() -> None:
     cautious = DecisionSettings(person_confidence=0.5, person_confidence_before_model=0.999999)
     sure = DecisionSettings(person_confidence=0.5, person_confidence_before_model=0.5)
