@@ -2,14 +2,14 @@
 for several configurations side by side in one run.
 
 Every configuration (the offline model or the scripted OpenAI-compatible provider, on
-SQLite or PostgreSQL) is a server process of its own (`app.bench.load.served`), started one
-after another so that each start-up is timed alone. Then the turns go round-robin, one turn
-in flight at a time across all servers: turn 1 of every configuration, then turn 2, ... so
-that a change in the machine's load touches every configuration alike. A turn's cost is the
-server process's CPU time (user + system, all threads, from /proc/<pid>/stat) from just
-before the request to its answer; the figures are means over blocks of turns, because the
-kernel counts CPU time in ticks of 10 ms. The load generator and the scripted provider run
-in this process and are not counted.
+SQLite or PostgreSQL, this checkout's code or another's) is a server process of its own
+(`app.bench.load.served`), started one after another so that each start-up is timed alone.
+Then the turns go round-robin, one turn in flight at a time across all servers: turn 1 of
+every configuration, then turn 2, ... so that a change in the machine's load touches every
+configuration alike. A turn's cost is the server process's CPU time (user + system, all
+threads, from /proc/<pid>/stat) from just before the request to its answer; the figures are
+means over blocks of turns, because the kernel counts CPU time in ticks of 10 ms. The load
+generator and the scripted provider run in this process and are not counted.
 """
 
 import os
@@ -48,10 +48,12 @@ def resident_mb(pid: int) -> float:
 class Configuration:
     model: str  # "offline" or "scripted"
     database: str  # "sqlite" or "postgresql"
+    source: Path | None = None  # another checkout whose code the server runs (None: this one)
 
     @property
     def name(self) -> str:
-        return f"{self.model} model, {self.database}"
+        revision = f", {self.source.name}" if self.source else ""
+        return f"{self.model} model, {self.database}{revision}"
 
 
 @dataclass
@@ -138,7 +140,7 @@ def run(
                 environment["SUPPORTBOT_KNOWLEDGE__MODEL_CACHE_DIR"] = str(graph_cache)
             if configuration.model == "scripted":
                 stack.enter_context(_scripted_provider(environment))
-            server = stack.enter_context(served(environment))
+            server = stack.enter_context(served(environment, source=configuration.source))
             figures = Figures(configuration, server.startup_seconds, resident_mb(server.pid))
             servers.append((server, figures))
         keys = {server.pid: f"api:cpu-{uuid.uuid4().hex[:8]}" for server, _ in servers}

@@ -374,8 +374,11 @@ class Server:
 
 
 @contextmanager
-def served(environment: Mapping[str, str], startup_seconds: float = 120.0) -> Iterator[Server]:
-    """The app in a child process on a free 127.0.0.1 port."""
+def served(
+    environment: Mapping[str, str], startup_seconds: float = 120.0, source: Path | None = None
+) -> Iterator[Server]:
+    """The app in a child process on a free 127.0.0.1 port; `source`: the checkout its code
+    is imported from (another revision's), this one's by default."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -386,6 +389,7 @@ def served(environment: Mapping[str, str], startup_seconds: float = 120.0) -> It
         [sys.executable, "-m", "app.bench.load", str(listener.fileno())],
         env={**os.environ, **environment},
         pass_fds=(listener.fileno(),),
+        cwd=source,  # `-m` puts the working directory first on the import path
     )
     listener.close()  # the child holds it now
     base_url = f"http://127.0.0.1:{port}"
