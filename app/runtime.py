@@ -1,10 +1,11 @@
 """Builds the service's long-lived parts from settings, once per process; every adapter
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -150,6 +151,8 @@ class Runtime:
     chat: ChatService
     agents: Callable[[str], Runnable[Any, Any]]  # the compiled agent of a memory profile
     decider: MessageDecider  # what a message is (app/decisions)
+    # The periodic close of orphaned turns (`sweep_periodically`).
+    _sweep: "asyncio.Task[None] | None" = field(default=None, init=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
@@ -191,6 +194,13 @@ class Runtime:
         # asyncio backend (75 ms of imports) then loads here, not on the first request.
         await anyio.to_thread.run_sync(self.warm_up)
 
+    def sweep_periodically(self) -> None:
+        """Close turns a gone process left `running` every `chat.orphan_sweep_seconds`, on
+        the running event loop (the one that serves turns), until `aclose`."""
+        every = self.settings.chat.orphan_sweep_seconds
+        if every > 0 and self._sweep is None:
+            self._sweep = asyncio.create_task(self.chat.sweep_orphans(every))
+
     def warm_up(self) -> None:
         """The tokenizer's tables, the audiences' compiled agents, LangChain's callback
         set-up, the decider's classifier (fitted on its examples), the language model, and
@@ -218,6 +228,8 @@ class Runtime:
         return True
 
     async def aclose(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
         await self.chat.aclose()
         self.tracer.close()
         self.knowledge_client.release()

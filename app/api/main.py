@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         install_log_redaction(configured_secrets(settings))
         app.state.runtime = Runtime.from_settings(settings)
         await app.state.runtime.start()
+        app.state.runtime.sweep_periodically()
         app.state.turn_limits = TurnLimits(settings.api, settings.observability.metrics_enabled)
         async with telegram.webhook_bot(app), handoffs.telegram_messenger(app):
             yield

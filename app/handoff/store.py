@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -53,16 +53,21 @@ async def last_resolved_at(session: AsyncSession, conversation_id: int) -> datet
     )
 
 
-async def last_outcomes(
-    session: AsyncSession, conversation_id: int, count: int, since: datetime | None
+async def outcomes_since_resolved(
+    session: AsyncSession, conversation_id: int, count: int
 ) -> list[str]:
     """The outcomes of the conversation's last `count` turns the bot answered itself
-    (newest first), since `since`."""
-    query = select(Turn.outcome).where(
-        Turn.conversation_id == conversation_id, Turn.outcome.in_(BOT_ANSWERED)
+    (newest first) since its last handoff was resolved, in one statement."""
+    resolved = (
+        select(func.max(Handoff.resolved_at))
+        .where(Handoff.conversation_id == conversation_id)
+        .scalar_subquery()
     )
-    if since is not None:
-        query = query.where(Turn.finished_at > since)
+    query = select(Turn.outcome).where(
+        Turn.conversation_id == conversation_id,
+        Turn.outcome.in_(BOT_ANSWERED),
+        or_(resolved.is_(None), Turn.finished_at > resolved),
+    )
     return list(await session.scalars(query.order_by(Turn.number.desc()).limit(count)))
 
 
