@@ -19,7 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.agent.expert import ask_expert_tool
+from app.agent.expert.search import search_backend
 from app.agent.memory.cache_hints import ProviderCacheMiddleware
 from app.agent.memory.middleware import MemoryMiddleware
 from app.agent.memory.profiles import MemoryProfile
@@ -89,8 +89,11 @@ def agent_factory(
             settings.knowledge.relevance_threshold,
         )
     ]
-    if expert := ask_expert_tool(settings, expert_model):  # None: no search backend set
-        tools.append(expert)
+    if search_backend(settings.expert) is not None:  # web research loads only when offered
+        from app.agent.expert.agent import ask_expert_tool
+
+        if expert := ask_expert_tool(settings, expert_model):
+            tools.append(expert)
     summarizer = summary_model or build_summary_model(settings.llm)
     recall = recall_history_tool(
         settings.profiles.recall_results, settings.profiles.recall_token_budget

@@ -5,12 +5,12 @@ from dataclasses import asdict
 from langchain.agents.middleware import ToolRetryMiddleware
 from langchain_core.tools import BaseTool, tool
 
-from app.agent.expert.agent import ASK_EXPERT
 from app.settings import LLMSettings
 from knowledge.format import format_passages
 from knowledge.types import Passage, Retriever
 
 KNOWLEDGE_TOOL = "search_knowledge_base"
+ASK_EXPERT = "ask_expert"  # app/agent/expert: offered when a web search backend is set
 # What a tool returns once its retries are used up: the model answers without it, and says so.
 UNAVAILABLE = {
     KNOWLEDGE_TOOL: "The knowledge base is unavailable right now. Answer without it and tell "
