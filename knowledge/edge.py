@@ -122,9 +122,14 @@ class EdgeStore(KnowledgeClient):
                 if size != dimension:
                     raise EmbedderMismatch(name, size, embedder, dimension)
                 return
+            # Vectors mapped `Cold`, read as searches touch them (then kept in the page
+            # cache): Qdrant's default reads the whole preallocated first chunk in when a
+            # shard opens, 32 MB however few the passages.
             config = edge.EdgeConfig(
                 vectors={
-                    DENSE: edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)
+                    DENSE: edge.EdgeVectorParams(
+                        size=dimension, distance=edge.Distance.Cosine, memory=edge.Memory.Cold
+                    )
                 },
                 sparse_vectors={SPARSE: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
             )
