@@ -57,6 +57,31 @@ HEAVY_MODULES = (
 )
 
 
+# What the service does not load unless configured to use it: a Qdrant server's client, the
+# expert's web research, the PDF reader, bpe-openai's Python tables.
+UNUSED_BY_THE_SERVICE = (
+    "qdrant_client",
+    "app.agent.expert.agent",
+    "trafilatura",
+    "pypdf",
+    "bpe_openai.registry",
+)
+
+
+def test_the_service_loads_what_it_does_not_use_only_when_used() -> None:
+    script = (
+        "import sys\n"
+        "import app.api.main\n"
+        "from app.tokens import count_tokens\n"
+        "count_tokens('x')\n"
+        f"print(sorted(m for m in {UNUSED_BY_THE_SERVICE!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_help_loads_no_heavy_module() -> None:
     """In a fresh interpreter: `--help` of every command group imports none of them."""
     script = (
