@@ -157,6 +157,7 @@ class Runtime:
     decider: MessageDecider  # what a message is (app/decisions)
     # The periodic close of orphaned turns (`sweep_periodically`).
     _sweep: "asyncio.Task[None] | None" = field(default=None, init=False)
+    _warming: "asyncio.Future[None] | None" = field(default=None, init=False)  # `start`
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
@@ -186,17 +187,25 @@ class Runtime:
             settings, engine, sessions, knowledge_client, knowledge, tracer, chat, agents, decider
         )
 
-    async def start(self) -> None:
+    async def start(self, *, warm_in_background: bool = False) -> None:
         """Once per process, before serving: close the turns a stopped process left
-        `running`, and load what the first turn would otherwise wait for. A database that is
-        down now is reported by readiness, not fatal here."""
+        `running`, and load what the first turn would otherwise wait for (`warm_up`). A
+        database that is down now is reported by readiness, not fatal here. With
+        `warm_in_background` (the HTTP server) the loading goes on while the server
+        starts answering: `/healthz` at once, `/readyz` once `warmed_up`."""
         try:
             await self.chat.close_orphaned_turns()
         except SQLAlchemyError as error:
             log.warning("could not close turns left running: %s", error)
         # On anyio's worker threads, as the HTTP server runs its own blocking work: its
         # asyncio backend (75 ms of imports) then loads here, not on the first request.
-        await anyio.to_thread.run_sync(self.warm_up)
+        self._warming = asyncio.ensure_future(anyio.to_thread.run_sync(self.warm_up))
+        if not warm_in_background:
+            await self._warming
+
+    @property
+    def warmed_up(self) -> bool:
+        return self._warming is not None and self._warming.done()
 
     def sweep_periodically(self) -> None:
         """Close turns a gone process left `running` every `chat.orphan_sweep_seconds`, on
@@ -235,6 +244,8 @@ class Runtime:
     async def aclose(self) -> None:
         if self._sweep is not None:
             self._sweep.cancel()
+        if self._warming is not None and not self._warming.done():
+            await asyncio.wait([self._warming])  # a thread: its end, before the store closes
         await self.chat.aclose()
         self.tracer.close()
         self.knowledge_client.release()

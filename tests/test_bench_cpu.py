@@ -44,6 +44,7 @@ def test_a_short_run_measures_each_turn_of_the_served_app(
     assert len(figures.turn_cpu_ms) == 4
     assert sum(figures.turn_cpu_ms) > 0  # the kernel counts in 10 ms ticks: some turn shows
     assert figures.startup_seconds > 0 and figures.startup_rss_mb > 50
+    assert figures.ready_seconds >= figures.startup_seconds
     header, rows = table_rows([figures], 4)
     assert len(rows[0]) == len(header)
     assert rows[0][0] == f"offline model, sqlite, {checkout.name}"

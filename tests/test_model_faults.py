@@ -231,6 +231,7 @@ def test_readyz_names_the_database_when_it_is_down(settings: Settings, sample_in
         "ready": False,
         "database": False,
         "vector_store": True,
+        "warmed_up": True,
         "down": ["database"],
     }
 

@@ -371,6 +371,7 @@ class Server:
     base_url: str
     pid: int
     startup_seconds: float  # from starting the process to its first answer to /healthz
+    ready_seconds: float  # ... to its first 200 from /readyz (what the first turn needs loaded)
 
 
 @contextmanager
@@ -394,8 +395,10 @@ def served(
     listener.close()  # the child holds it now
     base_url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_up(base_url, child, startup_seconds)
-        yield Server(base_url, child.pid, time.perf_counter() - started)
+        _wait_until_up(f"{base_url}/healthz", child, startup_seconds)
+        up = time.perf_counter() - started
+        _wait_until_up(f"{base_url}/readyz", child, startup_seconds)
+        yield Server(base_url, child.pid, up, time.perf_counter() - started)
     finally:
         child.terminate()
         try:
@@ -405,18 +408,19 @@ def served(
             child.wait()
 
 
-def _wait_until_up(base_url: str, child: subprocess.Popen[bytes], seconds: float) -> None:
+def _wait_until_up(url: str, child: subprocess.Popen[bytes], seconds: float) -> None:
+    """Until `url` answers 200."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if child.poll() is not None:
             raise RuntimeError(f"the service exited with {child.returncode} while starting")
         try:
-            if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
+            if httpx.get(url, timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.05)
-    raise RuntimeError(f"the service did not answer /healthz within {seconds:.0f} s")
+    raise RuntimeError(f"the service did not answer {url} within {seconds:.0f} s")
 
 
 def service_environment(database_url: str, index: Path) -> dict[str, str]:
