@@ -58,9 +58,10 @@ HEAVY_MODULES = (
 
 
 # What the service does not load unless configured to use it: a Qdrant server's client, the
-# expert's web research, the PDF reader, bpe-openai's Python tables.
+# expert's web research, the PDF reader, bpe-openai's Python tables, the Telegram library.
 UNUSED_BY_THE_SERVICE = (
     "qdrant_client",
+    "telegram",
     "app.agent.expert.agent",
     "trafilatura",
     "pypdf",

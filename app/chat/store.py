@@ -21,7 +21,7 @@ from typing import Any
 from weakref import WeakValueDictionary
 
 from langchain_core.messages import BaseMessage
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import bindparam, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agent.memory.state import MemoryUpdate
@@ -361,11 +361,27 @@ async def _store_memory(session: AsyncSession, begun: BegunTurn, memory: MemoryU
         )
 
 
+_INSERT_CALLS = insert(LLMCall)
+# Built once (see app/db/queries.py); nothing in the session to update with it.
+_CLOSE_TURN = (
+    update(Turn)
+    .where(Turn.id == bindparam("turn_id"))
+    .values(
+        status=bindparam("status"),
+        error=bindparam("error"),
+        finished_at=bindparam("finished_at"),
+        outcome=bindparam("outcome"),
+        trace_id=bindparam("trace_id"),
+    )
+    .execution_options(synchronize_session=False)
+)
+
+
 async def _add_calls(session: AsyncSession, begun: BegunTurn, calls: Sequence[UsageRecord]) -> None:
     if calls:
         conversation, turn = begun.conversation.id, begun.turn.number
         await session.execute(
-            insert(LLMCall),
+            _INSERT_CALLS,
             [{"conversation_id": conversation, "turn": turn, **call.columns()} for call in calls],
         )
 
@@ -377,14 +393,7 @@ async def _close_turn(
     error: str | None,
     outcome: TurnOutcome | None = None,
 ) -> None:
+    values = {"status": status, "error": error, "outcome": outcome, "trace_id": turn.trace_id}
     await session.execute(
-        update(Turn)
-        .where(Turn.id == turn.id)
-        .values(
-            status=status,
-            error=error,
-            finished_at=datetime.now(UTC),
-            outcome=outcome,
-            trace_id=turn.trace_id,
-        )
+        _CLOSE_TURN, {"turn_id": turn.id, "finished_at": datetime.now(UTC), **values}
     )

@@ -1,11 +1,15 @@
-"""Small query functions over the models; callers own the session and the commit."""
+"""Small query functions over the models; callers own the session and the commit.
+
+The statements every turn runs are built once, with bound parameters (`bindparam`):
+building an expression and computing its cache key cost more than running it on SQLite
+(0.8 ms against 0.4 ms a call for `turn_start`); a built statement keeps its key."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, Feedback, LLMCall, Message, Summary, Turn
@@ -27,11 +31,7 @@ class TurnStart:
     last_status: str | None
 
 
-async def turn_start(
-    session: AsyncSession, key: str, *, channel: str, audience: str, profile: str
-) -> TurnStart:
-    """The conversation (created when new) with its last `seq` and last turn, in one
-    statement: read under the conversation's lock, they stay true for the whole turn."""
+def _turn_start() -> Select[Any]:
     last_seq = (
         select(func.max(Message.seq)).where(Message.conversation_id == Conversation.id)
     ).scalar_subquery()
@@ -41,16 +41,23 @@ async def turn_start(
         .order_by(Turn.number.desc())
         .limit(1)
     )
-    row = (
-        await session.execute(
-            select(
-                Conversation,
-                last_seq,
-                last_turn.with_only_columns(Turn.number).scalar_subquery(),
-                last_turn.with_only_columns(Turn.status).scalar_subquery(),
-            ).where(Conversation.key == key)
-        )
-    ).first()
+    return select(
+        Conversation,
+        last_seq,
+        last_turn.with_only_columns(Turn.number).scalar_subquery(),
+        last_turn.with_only_columns(Turn.status).scalar_subquery(),
+    ).where(Conversation.key == bindparam("key"))
+
+
+_TURN_START = _turn_start()
+
+
+async def turn_start(
+    session: AsyncSession, key: str, *, channel: str, audience: str, profile: str
+) -> TurnStart:
+    """The conversation (created when new) with its last `seq` and last turn, in one
+    statement: read under the conversation's lock, they stay true for the whole turn."""
+    row = (await session.execute(_TURN_START, {"key": key})).first()
     if row is not None:
         return TurnStart(row[0], row[1] or 0, row[2] or 0, row[3])
     conversation = Conversation(key=key, channel=channel, audience=audience, profile=profile)
@@ -97,6 +104,9 @@ async def last_seq(session: AsyncSession, conversation: Conversation) -> int:
     return found or 0
 
 
+_INSERT_MESSAGES = insert(Message)
+
+
 async def append_messages(
     session: AsyncSession,
     conversation: Conversation,
@@ -109,7 +119,7 @@ async def append_messages(
     NULL, not left out)."""
     if rows:
         await session.execute(
-            insert(Message),
+            _INSERT_MESSAGES,
             [
                 {"conversation_id": conversation.id, "turn": turn, "seq": after_seq + n, **row}
                 for n, row in enumerate(rows, start=1)
@@ -134,20 +144,26 @@ async def context_messages(session: AsyncSession, conversation: Conversation) ->
     return [message for message, _ in await context_with_turns(session, conversation)]
 
 
+_CONTEXT_WITH_TURNS = (
+    select(Message, Turn.status)
+    .outerjoin(
+        Turn,
+        (Turn.conversation_id == Message.conversation_id) & (Turn.number == Message.turn),
+    )
+    .where(
+        Message.conversation_id == bindparam("conversation_id"),
+        Message.context_state != "dropped",
+    )
+    .order_by(Message.seq)
+)
+
+
 async def context_with_turns(
     session: AsyncSession, conversation: Conversation
 ) -> list[tuple[Message, str | None]]:
     """What the model may still see, in order (dropped messages stay in the archive), each
     with the status of the turn it was filed under."""
-    result = await session.execute(
-        select(Message, Turn.status)
-        .outerjoin(
-            Turn,
-            (Turn.conversation_id == Message.conversation_id) & (Turn.number == Message.turn),
-        )
-        .where(Message.conversation_id == conversation.id, Message.context_state != "dropped")
-        .order_by(Message.seq)
-    )
+    result = await session.execute(_CONTEXT_WITH_TURNS, {"conversation_id": conversation.id})
     return [(message, status) for message, status in result]
 
 
@@ -200,19 +216,21 @@ async def latest_summary(session: AsyncSession, conversation: Conversation) -> S
     return (await summaries(session, conversation))[0]
 
 
+_SUMMARIES = (
+    select(Summary, func.count().over())
+    .where(Summary.conversation_id == bindparam("conversation_id"))
+    .order_by(Summary.id.desc())
+    .limit(1)
+)
+
+
 async def summaries(
     session: AsyncSession, conversation: Conversation
 ) -> tuple[Summary | None, int]:
     """The conversation's latest summary and how many it has had (a reset's empty one
     included), in one statement."""
-    row = (
-        await session.execute(
-            select(Summary, func.count().over())
-            .where(Summary.conversation_id == conversation.id)
-            .order_by(Summary.id.desc())
-            .limit(1)
-        )
-    ).first()
+    found = await session.execute(_SUMMARIES, {"conversation_id": conversation.id})
+    row = found.first()
     return (row[0], row[1]) if row else (None, 0)
 
 
