@@ -2,10 +2,11 @@
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
 import asyncio
+import contextvars
 import ctypes
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -162,6 +163,7 @@ class Runtime:
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
         warn_if_pool_queues_chats(settings)
+        run_langsmith_hooks_inline()
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
         knowledge_client = KnowledgeClient.acquire(settings.knowledge)
@@ -250,6 +252,30 @@ class Runtime:
         self.tracer.close()
         self.knowledge_client.release()
         await self.engine.dispose()
+
+
+def run_langsmith_hooks_inline() -> None:
+    """LangChain wraps every middleware's `wrap_model_call` and `wrap_tool_call` in
+    LangSmith's `traceable`, which hands its set-up and its end to a worker thread even
+    when LangSmith tracing is off (the service traces with Langfuse): two thread hops per
+    hook, about 25 a turn. With LangSmith tracing off they run inline, through LangSmith's
+    documented runtime override; with it on, on the thread as before."""
+    import langsmith
+    from langsmith.utils import tracing_is_enabled
+
+    async def aio_to_thread(
+        default: Callable[..., Awaitable[Any]],
+        context: contextvars.Context,
+        function: Callable[..., Any],
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if context.run(tracing_is_enabled):
+            return await default(context, function, *args, **kwargs)
+        return context.run(function, *args, **kwargs)
+
+    langsmith.set_runtime_overrides(aio_to_thread=aio_to_thread)
 
 
 def release_freed_memory() -> None:
