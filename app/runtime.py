@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import anyio
@@ -82,15 +82,18 @@ def agent_factory(
 ) -> Any:
     """One compiled agent per memory profile, built on first use; a profile named in
     `other_memory` gets that middleware instead of `MemoryMiddleware`."""
-    tools = [
-        knowledge_search_tool(
-            retriever,
-            settings.knowledge.top_k,
-            settings.knowledge.result_token_budget,
-            settings.knowledge.language,
-            settings.knowledge.relevance_threshold,
-        )
-    ]
+    knowledge = settings.knowledge
+    search = partial(
+        knowledge_search_tool,
+        retriever,
+        knowledge.top_k,
+        language=knowledge.language,
+        min_similarity=knowledge.relevance_threshold,
+    )
+    # A profile with a results policy has ResultBudgetMiddleware render the passages under
+    # its budget: its search leaves them unrendered rather than render them twice.
+    searches = {False: search(knowledge.result_token_budget), True: search(None)}
+    tools: list[BaseTool] = []
     if search_backend(settings.expert) is not None:  # web research loads only when offered
         from app.agent.expert.agent import ask_expert_tool
 
@@ -116,11 +119,14 @@ def agent_factory(
 
     @cache
     def agent_for_profile(profile: str) -> Runnable[Any, Any]:
+        own = other_memory is None or profile not in other_memory
         memory = (
-            other_memory[profile](summarizer)
-            if other_memory and profile in other_memory
-            else memory_middleware(settings.profiles.definitions[profile], summarizer, recall)
+            memory_middleware(settings.profiles.definitions[profile], summarizer, recall)
+            if own
+            else other_memory[profile](summarizer)  # type: ignore[index]
         )
+        shaped = own and settings.profiles.definitions[profile].results is not None
+        profile_tools = [searches[shaped], *tools]
         # Listed outermost first. The step limit counts model-node runs, so retries and
         # fallbacks inside one step do not use up steps. Memory shapes the request once,
         # so every retry and the fallback send the same context. Fallback wraps retry wraps
@@ -136,7 +142,7 @@ def agent_factory(
         ]
         return create_agent(
             model,
-            tools=[*tools, request_human] if profile in handing_over else tools,
+            tools=[*profile_tools, request_human] if profile in handing_over else profile_tools,
             system_prompt=settings.chat.system_prompt,
             middleware=middleware,
             context_schema=MemoryContext,

@@ -6,6 +6,7 @@ the prefix-cache simulator) uses this module so that the numbers agree.
 
 import importlib.machinery
 import importlib.util
+from array import array
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -51,17 +52,24 @@ def count_tokens(text: str) -> int:
     return len(_tokenizer().encode(text))
 
 
+@lru_cache(maxsize=1024)
+def _encoded(text: str) -> array:
+    """Cached by content, compactly: the passages a search returns are cut to a budget
+    turn after turn (and twice in a turn, by the tool and the memory profile)."""
+    return array("I", _tokenizer().encode(text))
+
+
 def leading_text(text: str, max_tokens: int) -> str:
     """The text of the first `max_tokens` tokens of `text`: one encode, cut by a slice of
     the tokens (a character the cut splits is left out)."""
-    tokens = _tokenizer().encode(text)
+    tokens = _encoded(text)
     if len(tokens) <= max_tokens:
         return text
     # A token holds at least one byte of a character of at most four: within three tokens
     # back from a cut that splits one, a cut falls between characters.
     for end in range(max_tokens, max(max_tokens - 4, 0), -1):
         try:
-            return _tokenizer().decode(tokens[:end])
+            return _tokenizer().decode(tokens[:end].tolist())
         except ValueError:  # the cut splits a character
             continue
     return ""

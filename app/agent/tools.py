@@ -65,12 +65,14 @@ def relevant_passages(passages: list[Passage], min_similarity: float) -> list[Pa
 def knowledge_search_tool(
     retriever: Retriever,
     k: int,
-    token_budget: int,
+    token_budget: int | None,
     language: str = "en",
     min_similarity: float = 0.0,
 ) -> BaseTool:
     """The search tool: only relevant passages reach the model (and the turn's citations);
-    none tells it that the documentation has nothing on the query."""
+    none tells it that the documentation has nothing on the query. `token_budget` None:
+    found passages are left for `ResultBudgetMiddleware` to render (the result's text is
+    empty until then), under the memory profile's budget, rather than rendered twice."""
 
     @tool(
         KNOWLEDGE_TOOL,
@@ -79,7 +81,12 @@ def knowledge_search_tool(
     )
     def search_knowledge_base(query: str) -> tuple[str, list[dict[str, object]]]:
         passages = relevant_passages(retriever.search(query, k), min_similarity)
-        return format_passages(query, passages, token_budget), [asdict(p) for p in passages]
+        text = (
+            ""
+            if passages and token_budget is None
+            else format_passages(query, passages, token_budget or 0)
+        )
+        return text, [asdict(p) for p in passages]
 
     return search_knowledge_base
 
