@@ -8,7 +8,8 @@ conversation's lock is a session-level advisory lock taken on that same connecti
 outlives the turn's commits (the user's message first, the outcome later), is released
 when the turn ends, and dies with the connection if the process does. Everything the turn
 stores or reads, the recall tool's archive reads included, goes through that connection,
-one session at a time."""
+one session at a time. One module: the lock lives on the connection the turn's
+transactions use, so holding, beginning, finishing and sweeping are one piece."""
 
 import asyncio
 import hashlib

@@ -1,4 +1,5 @@
-"""Small query functions over the models; callers own the session and the commit.
+"""Small query functions over the models; callers own the session and the commit. One
+module: every statement over the models in one place, each written once.
 
 The statements every turn runs are built once, with bound parameters (`bindparam`):
 building an expression and computing its cache key cost more than running it on SQLite
