@@ -2,12 +2,14 @@
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
 import asyncio
+import contextvars
+import ctypes
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import anyio
@@ -20,7 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.agent.expert import ask_expert_tool
+from app.agent.expert.search import search_backend
 from app.agent.memory.cache_hints import ProviderCacheMiddleware
 from app.agent.memory.middleware import MemoryMiddleware
 from app.agent.memory.profiles import MemoryProfile
@@ -82,17 +84,23 @@ def agent_factory(
 ) -> Any:
     """One compiled agent per memory profile, built on first use; a profile named in
     `other_memory` gets that middleware instead of `MemoryMiddleware`."""
-    tools = [
-        knowledge_search_tool(
-            retriever,
-            settings.knowledge.top_k,
-            settings.knowledge.result_token_budget,
-            settings.knowledge.language,
-            settings.knowledge.relevance_thresholds,
-        )
-    ]
-    if expert := ask_expert_tool(settings, expert_model):  # None: no search backend set
-        tools.append(expert)
+    knowledge = settings.knowledge
+    search = partial(
+        knowledge_search_tool,
+        retriever,
+        knowledge.top_k,
+        language=knowledge.language,
+        relevance=knowledge.relevance_thresholds,
+    )
+    # A profile with a results policy has ResultBudgetMiddleware render the passages under
+    # its budget: its search leaves them unrendered rather than render them twice.
+    searches = {False: search(knowledge.result_token_budget), True: search(None)}
+    tools: list[BaseTool] = []
+    if search_backend(settings.expert) is not None:  # web research loads only when offered
+        from app.agent.expert.agent import ask_expert_tool
+
+        if expert := ask_expert_tool(settings, expert_model):
+            tools.append(expert)
     summarizer = summary_model or build_summary_model(settings.llm)
     recall = recall_history_tool(
         settings.profiles.recall_results, settings.profiles.recall_token_budget
@@ -113,11 +121,14 @@ def agent_factory(
 
     @cache
     def agent_for_profile(profile: str) -> Runnable[Any, Any]:
+        own = other_memory is None or profile not in other_memory
         memory = (
-            other_memory[profile](summarizer)
-            if other_memory and profile in other_memory
-            else memory_middleware(settings.profiles.definitions[profile], summarizer, recall)
+            memory_middleware(settings.profiles.definitions[profile], summarizer, recall)
+            if own
+            else other_memory[profile](summarizer)  # type: ignore[index]
         )
+        shaped = own and settings.profiles.definitions[profile].results is not None
+        profile_tools = [searches[shaped], *tools]
         # Listed outermost first. The step limit counts model-node runs, so retries and
         # fallbacks inside one step do not use up steps. Memory shapes the request once,
         # so every retry and the fallback send the same context. Fallback wraps retry wraps
@@ -133,7 +144,7 @@ def agent_factory(
         ]
         return create_agent(
             model,
-            tools=[*tools, request_human] if profile in handing_over else tools,
+            tools=[*profile_tools, request_human] if profile in handing_over else profile_tools,
             system_prompt=settings.chat.system_prompt,
             middleware=middleware,
             context_schema=MemoryContext,
@@ -155,10 +166,14 @@ class Runtime:
     decider: MessageDecider  # what a message is (app/decisions)
     idle: IdleWriter  # people's memory written when a conversation goes idle
     _idle_checks: "asyncio.Task[None] | None" = field(default=None, init=False)
+    # The periodic close of orphaned turns (`sweep_periodically`).
+    _sweep: "asyncio.Task[None] | None" = field(default=None, init=False)
+    _warming: "asyncio.Future[None] | None" = field(default=None, init=False)  # `start`
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
         warn_if_pool_queues_chats(settings)
+        run_langsmith_hooks_inline()
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
         knowledge_client = KnowledgeClient.acquire(settings.knowledge)
@@ -194,11 +209,13 @@ class Runtime:
             idle,
         )
 
-    async def start(self) -> None:
+    async def start(self, *, warm_in_background: bool = False) -> None:
         """Once per process, before serving: close the turns a stopped process left
         `running`, start the checks for idle conversations, and load what the first turn
-        would otherwise wait for. A database that is down now is reported by readiness, not
-        fatal here."""
+        would otherwise wait for (`warm_up`). A database that is down now is reported by
+        readiness, not fatal here. With `warm_in_background` (the HTTP server) the loading
+        goes on while the server starts answering: `/healthz` at once, `/readyz` once
+        `warmed_up`."""
         try:
             await self.chat.close_orphaned_turns()
         except SQLAlchemyError as error:
@@ -207,7 +224,20 @@ class Runtime:
             self._idle_checks = asyncio.create_task(self.idle.run())
         # On anyio's worker threads, as the HTTP server runs its own blocking work: its
         # asyncio backend (75 ms of imports) then loads here, not on the first request.
-        await anyio.to_thread.run_sync(self.warm_up)
+        self._warming = asyncio.ensure_future(anyio.to_thread.run_sync(self.warm_up))
+        if not warm_in_background:
+            await self._warming
+
+    @property
+    def warmed_up(self) -> bool:
+        return self._warming is not None and self._warming.done()
+
+    def sweep_periodically(self) -> None:
+        """Close turns a gone process left `running` every `chat.orphan_sweep_seconds`, on
+        the running event loop (the one that serves turns), until `aclose`."""
+        every = self.settings.chat.orphan_sweep_seconds
+        if every > 0 and self._sweep is None:
+            self._sweep = asyncio.create_task(self.chat.sweep_orphans(every))
 
     def warm_up(self) -> None:
         """The tokenizer's tables, the audiences' compiled agents, LangChain's callback
@@ -225,6 +255,7 @@ class Runtime:
             self.knowledge.search(WARM_UP_QUESTION, self.settings.knowledge.top_k)
         except Exception as error:  # a store that is down is reported by readiness
             log.warning("start-up search failed, the first turn builds its indexes: %s", error)
+        release_freed_memory()
         log.info("loaded what the first turn needs in %.2f s", time.perf_counter() - started)
 
     async def database_ready(self) -> bool:
@@ -240,10 +271,47 @@ class Runtime:
             self._idle_checks.cancel()
             with suppress(asyncio.CancelledError):
                 await self._idle_checks
+        if self._sweep is not None:
+            self._sweep.cancel()
+        if self._warming is not None and not self._warming.done():
+            await asyncio.wait([self._warming])  # a thread: its end, before the store closes
         await self.chat.aclose()
         self.tracer.close()
         self.knowledge_client.release()
         await self.engine.dispose()
+
+
+def run_langsmith_hooks_inline() -> None:
+    """LangChain wraps every middleware's `wrap_model_call` and `wrap_tool_call` in
+    LangSmith's `traceable`, which hands its set-up and its end to a worker thread even
+    when LangSmith tracing is off (the service traces with Langfuse): two thread hops per
+    hook, about 25 a turn. With LangSmith tracing off they run inline, through LangSmith's
+    documented runtime override; with it on, on the thread as before."""
+    import langsmith
+    from langsmith.utils import tracing_is_enabled
+
+    async def aio_to_thread(
+        default: Callable[..., Awaitable[Any]],
+        context: contextvars.Context,
+        function: Callable[..., Any],
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if context.run(tracing_is_enabled):
+            return await default(context, function, *args, **kwargs)
+        return context.run(function, *args, **kwargs)
+
+    langsmith.set_runtime_overrides(aio_to_thread=aio_to_thread)
+
+
+def release_freed_memory() -> None:
+    """Give the memory start-up allocated and freed (model files read, graphs and indexes
+    built) back to the system: glibc's allocator keeps freed heap for reuse, tens of MB
+    here. Nothing where the C library has no `malloc_trim` (musl, macOS)."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def warn_if_pool_queues_chats(settings: Settings) -> None:

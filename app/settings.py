@@ -607,6 +607,13 @@ class ChatSettings(BaseModel):
     turn_timeout_seconds: float = Field(
         300.0, gt=0, description="a turn still working after this long ends `interrupted`"
     )
+    orphan_sweep_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="how often turns left `running` by a process that is gone (a crashed "
+        "replica) are closed `interrupted`, besides at start-up and when their "
+        "conversation's next turn begins; 0: not periodically",
+    )
     system_prompt: str = Field(
         "You are the support assistant of a software product. Answer from the knowledge "
         "base: search it with search_knowledge_base before answering a product question "

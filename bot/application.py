@@ -115,14 +115,18 @@ class ChatOrderedUpdateProcessor(BaseUpdateProcessor):
         """Nothing to release."""
 
 
+# Run once the application has started (post_init) or stopped (post_shutdown).
+Hook = Callable[[Application[Any, Any, Any, Any, Any, Any]], Coroutine[Any, Any, None]]
+
+
 def build_application(
     settings: Settings,
     chat: ChatService,
     sessions: async_sessionmaker[AsyncSession],
     *,
     polling: bool,
-    post_shutdown: Callable[[Application[Any, Any, Any, Any, Any, Any]], Coroutine[Any, Any, None]]
-    | None = None,
+    post_init: Hook | None = None,
+    post_shutdown: Hook | None = None,
 ) -> BotApplication:
     """The bot, fed by long polling or (`polling=False`) by whoever puts updates on its
     update queue: the webhook route."""
@@ -159,6 +163,8 @@ def build_application(
     )
     if not polling:
         builder = builder.updater(None)
+    if post_init is not None:
+        builder = builder.post_init(post_init)
     if post_shutdown is not None:
         builder = builder.post_shutdown(post_shutdown)
     application = builder.build()

@@ -34,11 +34,19 @@ def run() -> None:
 
     asyncio.run(start_runtime())
 
+    async def sweep(_: object) -> None:
+        runtime.sweep_periodically()  # on the bot's event loop, which serves the turns
+
     async def close_runtime(_: object) -> None:
         await runtime.aclose()
 
     application = build_application(
-        settings, runtime.chat, runtime.sessions, polling=True, post_shutdown=close_runtime
+        settings,
+        runtime.chat,
+        runtime.sessions,
+        polling=True,
+        post_init=sweep,
+        post_shutdown=close_runtime,
     )
     try:
         application.run_polling(allowed_updates=ALLOWED_UPDATES)

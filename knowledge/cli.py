@@ -9,6 +9,7 @@ error handling its commands share.
 
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -91,8 +92,6 @@ def _where(location: str) -> str:
 @contextmanager
 def _user_errors(location: str) -> Iterator[None]:
     """What goes wrong with a store through no fault of ours, as one line."""
-    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
-
     from knowledge.client import StoreInUse
 
     try:
@@ -103,12 +102,19 @@ def _user_errors(location: str) -> Iterator[None]:
             "stop it, ingest through it (POST /v1/admin/kb/ingest with SUPPORTBOT_ADMIN_TOKEN), "
             "or share a Qdrant server (SUPPORTBOT_KNOWLEDGE__QDRANT_URL)"
         )
-    except UnexpectedResponse as exc:
-        refused = exc.status_code in (401, 403)
-        hint = ": check SUPPORTBOT_KNOWLEDGE__QDRANT_API_KEY" if refused else ""
-        _fail(f"{_where(location)} answered {exc.status_code} {exc.reason_phrase}{hint}")
-    except ResponseHandlingException as exc:
-        _fail(f"cannot reach {_where(location)}: {exc}")
+    except Exception as exc:
+        if "qdrant_client" not in sys.modules:  # only its store raises its errors
+            raise
+        # Imported here: the embedded store's commands do not load qdrant-client (0.5 s).
+        from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+        if isinstance(exc, UnexpectedResponse):
+            refused = exc.status_code in (401, 403)
+            hint = ": check SUPPORTBOT_KNOWLEDGE__QDRANT_API_KEY" if refused else ""
+            _fail(f"{_where(location)} answered {exc.status_code} {exc.reason_phrase}{hint}")
+        if isinstance(exc, ResponseHandlingException):
+            _fail(f"cannot reach {_where(location)}: {exc}")
+        raise
 
 
 Opened = TypeVar("Opened")

@@ -4,8 +4,9 @@
 with a dense vector, a BM25 sparse vector and a payload; search, upsert, delete and scroll
 by payload fields; counting; building the search index; readiness. Two engines implement
 it: Qdrant Edge (`knowledge.edge`), the embedded default on a folder on disk, and
-qdrant-client (`QdrantClientStore`), for a Qdrant server and, for comparison in
-`kb bench --scale`, qdrant-client's pure-Python local mode. Both keep the same vectors
+qdrant-client (`knowledge.qdrant_server`), for a Qdrant server and, for comparison in
+`kb bench --scale`, qdrant-client's pure-Python local mode; each engine's library loads
+only when its store is opened (qdrant-client's takes 0.5 s and ~40 MB). Both keep the same vectors
 and payloads, so a knowledge base moves between them by ingesting its folders again.
 
 The runtime acquires the store for its settings once and releases it when it stops;
@@ -19,12 +20,13 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from qdrant_client import QdrantClient, models
+from typing import TYPE_CHECKING, Any
 
 from app.settings import KnowledgeSettings
 from knowledge.keywords import KeywordIndex
+
+if TYPE_CHECKING:
+    from qdrant_client import models
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +67,21 @@ class VectorQuery:
 
     dense: list[float]
     limit: int
-    sparse: models.SparseVector | None = None
+    sparse: "models.SparseVector | None" = None
     where: Where | None = None
     with_dense: bool = False
     group_by: str | None = None
     group_size: int = 1
+
+
+@dataclass(frozen=True)
+class ScoredPoint:
+    """A point a search found, whichever engine found it."""
+
+    id: str | int
+    score: float
+    payload: dict[str, Any]
+    vector: dict[str, Any] | None = None  # the named vectors asked for (`with_dense`)
 
 
 @dataclass(eq=False)
@@ -106,13 +118,11 @@ class KnowledgeClient(abc.ABC):
             shared = _clients.get(location)
             if shared is None:
                 if settings.qdrant_url:
+                    from knowledge.qdrant_server import QdrantClientStore
+
                     api_key = settings.qdrant_api_key
-                    shared = QdrantClientStore(
-                        location,
-                        client=QdrantClient(
-                            url=settings.qdrant_url,
-                            api_key=api_key.get_secret_value() if api_key else None,
-                        ),
+                    shared = QdrantClientStore.connect(
+                        settings.qdrant_url, api_key.get_secret_value() if api_key else None
                     )
                 else:
                     shared = cls.open_local(settings.qdrant_path)
@@ -128,6 +138,8 @@ class KnowledgeClient(abc.ABC):
         """A store of its own on a local folder (not shared through `acquire`): Qdrant Edge,
         or (`engine="qdrant-local"`) qdrant-client's local mode, kept for comparison."""
         if engine == "qdrant-local":
+            from knowledge.qdrant_server import QdrantClientStore
+
             return QdrantClientStore.open_local_mode(path)
         from knowledge.edge import EdgeStore  # the engine's native library loads on use
 
@@ -179,7 +191,7 @@ class KnowledgeClient(abc.ABC):
         with IDF, keyword indexes) or check that its vectors are `dimension` long."""
 
     @abc.abstractmethod
-    def upsert(self, name: str, points: list[models.PointStruct]) -> None: ...
+    def upsert(self, name: str, points: "list[models.PointStruct]") -> None: ...
 
     @abc.abstractmethod
     def delete(self, name: str, where: Where) -> None: ...
@@ -194,154 +206,13 @@ class KnowledgeClient(abc.ABC):
     def count(self, name: str) -> int: ...
 
     @abc.abstractmethod
-    def search(self, name: str, query: VectorQuery) -> list[models.ScoredPoint]:
+    def search(self, name: str, query: VectorQuery) -> list[ScoredPoint]:
         """The best points, best first (grouped ones too)."""
 
     def optimize(self, name: str) -> bool:
         """Build the collection's search index now (HNSW), off the request path; whether
         there was anything to do. A server builds it in the background by itself."""
         return False
-
-
-def condition_filter(where: Where | None) -> models.Filter | None:
-    if not where:
-        return None
-    return models.Filter(
-        must=[
-            models.FieldCondition(
-                key=key,
-                match=models.MatchAny(any=value)
-                if isinstance(value, list)
-                else models.MatchValue(value=value),
-            )
-            for key, value in where.items()
-        ]
-    )
-
-
-@dataclass(eq=False)
-class QdrantClientStore(KnowledgeClient):
-    """A Qdrant server (thread-safe, no lock), or qdrant-client's local mode: a folder
-    scored by numpy, one client per folder and process, not thread-safe (every call takes
-    the lock), no payload indexes."""
-
-    client: QdrantClient = field(kw_only=True)
-
-    def __post_init__(self) -> None:
-        if not self.local:
-            self.lock = contextlib.nullcontext()
-
-    @property
-    def groups_in_engine(self) -> bool:  # type: ignore[override]
-        return not self.local
-
-    @classmethod
-    def open_local_mode(cls, path: Path) -> "QdrantClientStore":
-        path = path.resolve()
-        path.mkdir(parents=True, exist_ok=True)
-        try:
-            client = QdrantClient(path=str(path))
-        except RuntimeError as exc:
-            # qdrant_client.local.qdrant_local: the folder's .lock is held by another client.
-            if "already accessed by another instance" in str(exc):
-                raise StoreInUse(path) from exc
-            raise
-        return cls(f"qdrant-local:{path}", client=client)
-
-    def close(self) -> None:
-        self.client.close()
-
-    def collection_names(self) -> list[str]:
-        with self.lock:
-            return [collection.name for collection in self.client.get_collections().collections]
-
-    def collection_exists(self, name: str) -> bool:
-        with self.lock:
-            return self.client.collection_exists(name)
-
-    def ensure_collection(self, name: str, dimension: int, embedder: str) -> None:
-        with self.lock:
-            if self.client.collection_exists(name):
-                vectors = self.client.get_collection(name).config.params.vectors
-                size = vectors[DENSE].size if isinstance(vectors, dict) else None
-                if size != dimension:
-                    raise EmbedderMismatch(name, size, embedder, dimension)
-                return
-            self.client.create_collection(
-                name,
-                vectors_config={
-                    DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
-                },
-                sparse_vectors_config={
-                    SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
-                },
-            )
-            if not self.local:  # local mode has no payload indexes (and warns)
-                for field_name in INDEXED_FIELDS:
-                    self.client.create_payload_index(
-                        name, field_name, models.PayloadSchemaType.KEYWORD
-                    )
-
-    def upsert(self, name: str, points: list[models.PointStruct]) -> None:
-        with self.lock:
-            self.client.upsert(name, points=points)
-
-    def delete(self, name: str, where: Where) -> None:
-        with self.lock:
-            self.client.delete(
-                name, points_selector=models.FilterSelector(filter=condition_filter(where))
-            )
-
-    def scroll(
-        self, name: str, fields: list[str], where: Where | None = None
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
-        offset = None
-        while True:
-            with self.lock:
-                points, offset = self.client.scroll(
-                    name,
-                    scroll_filter=condition_filter(where),
-                    limit=SCROLL_PAGE,
-                    offset=offset,
-                    with_payload=fields,
-                    with_vectors=False,
-                )
-            for point in points:
-                yield str(point.id), point.payload or {}
-            if offset is None:
-                return
-
-    def count(self, name: str) -> int:
-        with self.lock:
-            return self.client.get_collection(name).points_count or 0
-
-    def search(self, name: str, query: VectorQuery) -> list[models.ScoredPoint]:
-        query_filter = condition_filter(query.where)
-        arguments: dict[str, Any] = {
-            "limit": query.limit,
-            "with_payload": True,
-            "with_vectors": [DENSE] if query.with_dense else False,
-        }
-        if query.sparse is None:
-            arguments |= {"query": query.dense, "using": DENSE, "query_filter": query_filter}
-        else:
-            arguments["prefetch"] = [
-                models.Prefetch(
-                    query=query.dense, using=DENSE, limit=query.limit, filter=query_filter
-                ),
-                models.Prefetch(
-                    query=query.sparse, using=SPARSE, limit=query.limit, filter=query_filter
-                ),
-            ]
-            arguments["query"] = models.FusionQuery(fusion=models.Fusion.RRF)
-        with self.lock:
-            if query.group_by is None:
-                return self.client.query_points(name, **arguments).points
-            response = self.client.query_points_groups(
-                name, group_by=query.group_by, group_size=query.group_size, **arguments
-            )
-        hits = [hit for group in response.groups for hit in group.hits]
-        return sorted(hits, key=lambda point: point.score, reverse=True)
 
 
 _clients: dict[str, KnowledgeClient] = {}

@@ -17,10 +17,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import qdrant_edge as edge
-from qdrant_client import models
 
 from knowledge.client import (
     DENSE,
@@ -29,10 +28,14 @@ from knowledge.client import (
     SPARSE,
     EmbedderMismatch,
     KnowledgeClient,
+    ScoredPoint,
     StoreInUse,
     VectorQuery,
     Where,
 )
+
+if TYPE_CHECKING:
+    from qdrant_client import models
 
 SHARDS = "edge"  # the shards' folder inside the store's folder
 _CONFIG = "edge_config.json"  # what a shard folder holds once created
@@ -119,9 +122,14 @@ class EdgeStore(KnowledgeClient):
                 if size != dimension:
                     raise EmbedderMismatch(name, size, embedder, dimension)
                 return
+            # Vectors mapped `Cold`, read as searches touch them (then kept in the page
+            # cache): Qdrant's default reads the whole preallocated first chunk in when a
+            # shard opens, 32 MB however few the passages.
             config = edge.EdgeConfig(
                 vectors={
-                    DENSE: edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)
+                    DENSE: edge.EdgeVectorParams(
+                        size=dimension, distance=edge.Distance.Cosine, memory=edge.Memory.Cold
+                    )
                 },
                 sparse_vectors={SPARSE: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
             )
@@ -134,7 +142,7 @@ class EdgeStore(KnowledgeClient):
                 )
             self.shards[name] = shard
 
-    def upsert(self, name: str, points: list[models.PointStruct]) -> None:
+    def upsert(self, name: str, points: "list[models.PointStruct]") -> None:
         converted = [
             edge.Point(str(point.id), _edge_vectors(point.vector), point.payload or {})
             for point in points
@@ -167,7 +175,7 @@ class EdgeStore(KnowledgeClient):
     def count(self, name: str) -> int:
         return self._shard(name).count(edge.CountRequest(exact=True))
 
-    def search(self, name: str, query: VectorQuery) -> list[models.ScoredPoint]:
+    def search(self, name: str, query: VectorQuery) -> list[ScoredPoint]:
         query_filter = _filter(query.where) if query.where else None
         dense = edge.Query.Nearest(query.dense, using=DENSE)
         vectors: list[str] | bool = [DENSE] if query.with_dense else False
@@ -223,12 +231,7 @@ def _filter(where: Where) -> edge.Filter:
     )
 
 
-def _scored(point: edge.ScoredPoint) -> models.ScoredPoint:
+def _scored(point: edge.ScoredPoint) -> ScoredPoint:
     vector = point.vector if isinstance(point.vector, dict) else None
-    return models.ScoredPoint(
-        id=str(point.id) if isinstance(point.id, uuid.UUID) else point.id,
-        version=point.version,
-        score=point.score,
-        payload=point.payload,
-        vector=vector,
-    )
+    point_id = str(point.id) if isinstance(point.id, uuid.UUID) else point.id
+    return ScoredPoint(point_id, point.score, point.payload or {}, vector)

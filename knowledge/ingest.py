@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qdrant_client import models
-
 from knowledge import sparse
 from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
 from knowledge.client import DENSE, SPARSE, KnowledgeClient
@@ -218,6 +216,8 @@ class Ingester:
         if new:
             vectors_by_text.update(zip(new, self.embedder.embed_passages(new), strict=True))
         vectors = [vectors_by_text[text] for text in embedded]
+        from qdrant_client import models  # ingest's points: serving imports none of it
+
         points = [
             models.PointStruct(
                 id=str(uuid.uuid5(_POINT_NAMESPACE, f"{root}\n{item.document.source}\n{index}")),

@@ -68,7 +68,11 @@ def wordllama() -> Any:
     with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), framework="np") as f:
         embedding = f.get_tensor("embedding.weight")
     tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
-    return WordLlamaInference(embedding, tokenizer)
+    model = WordLlamaInference(embedding, tokenizer)
+    # The rows as stored (float16), not the float32 copy it makes: `embed` pools them in
+    # float32 (times the float32 mask), so the vectors are the same, for 16 MB, not 32.
+    model.embedding = embedding
+    return model
 
 
 @dataclass(frozen=True)

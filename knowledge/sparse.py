@@ -7,8 +7,10 @@ saturated term frequency, a query term's weight is 1.
 import re
 import zlib
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from qdrant_client import models
+if TYPE_CHECKING:
+    from qdrant_client import models
 
 _WORD = re.compile(r"\w\w+", re.UNICODE)
 _K1 = 1.2
@@ -22,7 +24,9 @@ def _term_ids(text: str) -> list[int]:
     return [zlib.crc32(word.encode()) & 0x7FFFFFFF for word in _WORD.findall(text.lower())]
 
 
-def document_vector(text: str) -> models.SparseVector:
+def document_vector(text: str) -> "models.SparseVector":
+    from qdrant_client import models  # ingest's: a search without `hybrid` needs none
+
     counts = Counter(_term_ids(text))
     length_norm = 1 - _B + _B * sum(counts.values()) / _AVERAGE_WORDS
     return models.SparseVector(
@@ -31,6 +35,8 @@ def document_vector(text: str) -> models.SparseVector:
     )
 
 
-def query_vector(text: str) -> models.SparseVector:
+def query_vector(text: str) -> "models.SparseVector":
+    from qdrant_client import models
+
     terms = sorted(set(_term_ids(text)))
     return models.SparseVector(indices=terms, values=[1.0] * len(terms))

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from qdrant_client import models
 
 from app.settings import KnowledgeSettings
 from knowledge import sparse
-from knowledge.client import DENSE, KnowledgeClient, VectorQuery
+from knowledge.client import DENSE, KnowledgeClient, ScoredPoint, VectorQuery
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from knowledge.ingest import Ingester, IngestReport, ProgressCallback
 from knowledge.ingest import discover_files as discover_files  # evals imports it from here
@@ -253,7 +252,7 @@ class KnowledgeBase:
 
     def _points(
         self, name: str, query: str, dense: list[float], depth: int, languages: list[str]
-    ) -> list[models.ScoredPoint]:
+    ) -> list[ScoredPoint]:
         """The best `depth` points in `languages` (a payload filter in the engine), at most
         `passages_per_page` a page when Qdrant groups them (`group_in_qdrant`)."""
         return self.knowledge.search(
@@ -349,7 +348,7 @@ def _spread_over_pages(candidates: list[Passage], k: int, per_page: int) -> list
     return sorted(chosen, key=lambda passage: passage.score, reverse=True)
 
 
-def _passage(point: models.ScoredPoint, dense: list[float] | None = None) -> Passage:
+def _passage(point: ScoredPoint, dense: list[float] | None = None) -> Passage:
     """The point as a passage; `dense`: the query's dense vector, when the point's score
     is a fused rank (hybrid) and its similarity must come from its own vector."""
     score = float(point.score)

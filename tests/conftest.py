@@ -2,6 +2,7 @@
 
 import ipaddress
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -137,11 +138,23 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+class WarmClient(TestClient):
+    """A TestClient entered once the app has loaded what the first turn needs (it starts
+    answering before: /readyz says when), as a deployment waits for readiness."""
+
+    def __enter__(self) -> "WarmClient":
+        super().__enter__()
+        deadline = time.monotonic() + 120
+        while not self.get("/readyz").json()["warmed_up"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self
+
+
 def make_client(settings: Settings, sample_index: Path) -> TestClient:
     """The app over the real runtime: these settings, the ingested sample knowledge base."""
     settings.knowledge.qdrant_path = sample_index
     migrate.upgrade(settings.db.url)
-    return TestClient(create_app(settings))
+    return WarmClient(create_app(settings))
 
 
 @pytest.fixture

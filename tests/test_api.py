@@ -1,6 +1,10 @@
 """The HTTP API over the real runtime: SQLite, local Qdrant with the sample knowledge base,
 the offline model."""
 
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,8 @@ from pydantic import SecretStr
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.orm import QueryableAttribute
 
+from app.api.main import create_app
+from app.db import migrate
 from app.db.engine import sync_url
 from app.db.models import LLMCall, Message
 from app.settings import LLMSettings, Settings
@@ -106,7 +112,13 @@ def test_health_and_readiness(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"ready": True, "database": True, "vector_store": True, "down": []}
+    assert ready.json() == {
+        "ready": True,
+        "database": True,
+        "vector_store": True,
+        "warmed_up": True,
+        "down": [],
+    }
 
 
 def test_openapi_documents_the_turn_with_examples(client: TestClient) -> None:
@@ -213,3 +225,60 @@ def test_prices_and_metrics_follow_the_apps_own_settings(
     # claude-haiku-4-5: $1 input, $5 output per 1M tokens; nothing is cached in this short turn.
     expected = (agent["input_tokens"] * 1.0 + agent["output_tokens"] * 5.0) / 1e6
     assert agent["cost_usd"] == pytest.approx(expected)
+
+
+class _StalledQdrant(BaseHTTPRequestHandler):
+    """A Qdrant server that lists the `kb` collection at once but answers a search only
+    once `released` is set (then with an error)."""
+
+    released = threading.Event()
+
+    def _reply(self, status: int, result: object) -> None:
+        body = json.dumps({"result": result, "status": "ok", "time": 0}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/collections/kb/exists"):
+            self._reply(200, {"exists": True})
+        elif self.path.startswith("/collections"):
+            self._reply(200, {"collections": [{"name": "kb"}]})
+        else:
+            self._reply(404, None)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.released.wait(60)
+        self._reply(500, None)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_healthz_answers_while_the_first_turns_needs_load_and_readyz_waits_for_them(
+    settings: Settings,
+) -> None:
+    """The start-up search is held by the store: the app is up (/healthz) but not ready."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StalledQdrant)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.knowledge.qdrant_url = f"http://127.0.0.1:{server.server_address[1]}"
+    migrate.upgrade(settings.db.url)
+    try:
+        with TestClient(create_app(settings)) as client:
+            alive = client.get("/healthz")
+            loading = client.get("/readyz")
+            _StalledQdrant.released.set()  # the search fails: logged, the warm-up ends
+            deadline = time.monotonic() + 60
+            while not client.get("/readyz").json()["warmed_up"] and time.monotonic() < deadline:
+                time.sleep(0.02)
+            ready = client.get("/readyz")
+    finally:
+        _StalledQdrant.released.set()
+        server.shutdown()
+        server.server_close()
+    assert alive.status_code == 200
+    assert loading.status_code == 503 and loading.json()["down"] == ["warmed_up"]
+    assert ready.status_code == 200

@@ -36,12 +36,16 @@ def test_a_short_run_measures_each_turn_of_the_served_app(
 ) -> None:
     database = f"sqlite:///{tmp_path / 'cpu.sqlite'}"
     migrate.upgrade(database)
-    configuration = Configuration("offline", "sqlite")
+    # This checkout named as another's source: the server imports the code found there.
+    checkout = Path(__file__).resolve().parents[1]
+    configuration = Configuration("offline", "sqlite", checkout)
     (figures,) = run([(configuration, database)], sample_index, tmp_path, turns=4)
     assert figures.failed_turns == 0
     assert len(figures.turn_cpu_ms) == 4
     assert sum(figures.turn_cpu_ms) > 0  # the kernel counts in 10 ms ticks: some turn shows
     assert figures.startup_seconds > 0 and figures.startup_rss_mb > 50
+    assert figures.ready_seconds >= figures.startup_seconds
     header, rows = table_rows([figures], 4)
     assert len(rows[0]) == len(header)
-    assert rows[0][0] == "offline model, sqlite"
+    assert rows[0][0] == f"offline model, sqlite, {checkout.name}"
+    assert Configuration("offline", "sqlite").name == "offline model, sqlite"

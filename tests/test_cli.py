@@ -1,5 +1,6 @@
 """The command line: migrations and the usage report, against a fresh SQLite file."""
 
+import ast
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -57,17 +58,38 @@ HEAVY_MODULES = (
 )
 
 
-def test_help_loads_no_heavy_module() -> None:
-    """In a fresh interpreter: `--help` of every command group imports none of them."""
-    script = (
-        "import sys\n"
-        "from typer.testing import CliRunner\n"
-        "from app.cli import cli\n"
-        "for group in ([], ['kb'], ['eval'], ['bench'], ['telegram'], ['db']):\n"
-        "    assert CliRunner().invoke(cli, [*group, '--help']).exit_code == 0\n"
-        f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))\n"
-    )
+# What the service does not load unless configured to use it: a Qdrant server's client, the
+# expert's web research, the PDF reader, bpe-openai's Python tables, the Telegram library.
+UNUSED_BY_THE_SERVICE = (
+    "qdrant_client",
+    "telegram",
+    "app.agent.expert.agent",
+    "trafilatura",
+    "pypdf",
+    "bpe_openai.registry",
+)
+
+
+def loaded_after(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` a fresh interpreter holds after running `code`."""
+    script = f"import sys\n{code}\nprint(sorted(m for m in {modules!r} if m in sys.modules))\n"
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
-    assert done.stdout.strip() == "[]", done.stdout
+    return list(ast.literal_eval(done.stdout.strip()))
+
+
+def test_the_service_loads_what_it_does_not_use_only_when_used() -> None:
+    code = "import app.api.main\nfrom app.tokens import count_tokens\ncount_tokens('x')"
+    assert loaded_after(code, UNUSED_BY_THE_SERVICE) == []
+
+
+def test_help_loads_no_heavy_module() -> None:
+    """In a fresh interpreter: `--help` of every command group imports none of them."""
+    code = (
+        "from typer.testing import CliRunner\n"
+        "from app.cli import cli\n"
+        "for group in ([], ['kb'], ['eval'], ['bench'], ['telegram'], ['db']):\n"
+        "    assert CliRunner().invoke(cli, [*group, '--help']).exit_code == 0"
+    )
+    assert loaded_after(code, HEAVY_MODULES) == []

@@ -12,11 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, select
 
-from app.agent.expert import ASK_EXPERT
 from app.agent.memory.profiles import MemoryProfile, SummaryPolicy
 from app.agent.models import OUT_OF_STEPS, retry_after_seconds
 from app.agent.offline import CANNOT_SEARCH
-from app.agent.tools import KNOWLEDGE_TOOL, UNAVAILABLE
+from app.agent.tools import ASK_EXPERT, KNOWLEDGE_TOOL, UNAVAILABLE
 from app.bench.scripted_llm import Fault, Reply, ScriptedLLM
 from app.db.engine import sync_url
 from app.db.models import Turn
@@ -232,6 +231,7 @@ def test_readyz_names_the_database_when_it_is_down(settings: Settings, sample_in
         "ready": False,
         "database": False,
         "vector_store": True,
+        "warmed_up": True,
         "down": ["database"],
     }
 

@@ -5,13 +5,13 @@ from dataclasses import asdict
 from langchain.agents.middleware import ToolRetryMiddleware
 from langchain_core.tools import BaseTool, tool
 
-from app.agent.expert.agent import ASK_EXPERT
 from app.settings import LLMSettings
 from knowledge.format import format_passages
 from knowledge.relevance import RelevanceThresholds
 from knowledge.types import Passage, Retriever
 
 KNOWLEDGE_TOOL = "search_knowledge_base"
+ASK_EXPERT = "ask_expert"  # app/agent/expert: offered when a web search backend is set
 # What a tool returns once its retries are used up: the model answers without it, and says so.
 UNAVAILABLE = {
     KNOWLEDGE_TOOL: "The knowledge base is unavailable right now. Answer without it and tell "
@@ -66,12 +66,14 @@ def relevant_passages(passages: list[Passage], min_similarity: float) -> list[Pa
 def knowledge_search_tool(
     retriever: Retriever,
     k: int,
-    token_budget: int,
+    token_budget: int | None,
     language: str = "en",
     relevance: RelevanceThresholds | None = None,
 ) -> BaseTool:
     """The search tool: only relevant passages reach the model (and the turn's citations);
-    none tells it that the documentation has nothing on the query."""
+    none tells it that the documentation has nothing on the query. `token_budget` None:
+    found passages are left for `ResultBudgetMiddleware` to render (the result's text is
+    empty until then), under the memory profile's budget, rather than rendered twice."""
 
     @tool(
         KNOWLEDGE_TOOL,
@@ -81,7 +83,12 @@ def knowledge_search_tool(
     def search_knowledge_base(query: str) -> tuple[str, list[dict[str, object]]]:
         threshold = relevance.for_query(query) if relevance else 0.0
         passages = relevant_passages(retriever.search(query, k), threshold)
-        return format_passages(query, passages, token_budget), [asdict(p) for p in passages]
+        text = (
+            ""
+            if passages and token_budget is None
+            else format_passages(query, passages, token_budget or 0)
+        )
+        return text, [asdict(p) for p in passages]
 
     return search_knowledge_base
 

@@ -143,7 +143,7 @@ def _beyond_loopback(request: Request) -> str | None:
     )
 
 
-def get_caller(request: Request, settings: SettingsDep) -> Caller:
+async def get_caller(request: Request, settings: SettingsDep) -> Caller:
     widget, api = settings.widget, settings.api
     if user := _proxy_user(request, widget):
         return Caller(kind="staff", name=user)
@@ -166,7 +166,7 @@ def get_caller(request: Request, settings: SettingsDep) -> Caller:
     raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid credentials", CHALLENGE)
 
 
-def require_staff(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+async def require_staff(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
     if caller.kind == "backend":
         raise HTTPException(status.HTTP_403_FORBIDDEN, "an API key is not a staff credential")
     if not caller.is_staff:

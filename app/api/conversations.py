@@ -173,7 +173,7 @@ def readable(
     return found
 
 
-def readable_key(key: ConversationKey, caller: CallerDep) -> str:
+async def readable_key(key: ConversationKey, caller: CallerDep) -> str:
     """The path's key, refused before any lookup when the caller may not read it (so a
     refusal says nothing about whether the conversation exists)."""
     if refused := caller.may_read(key):

@@ -1,4 +1,7 @@
-"""FastAPI dependencies: the process's Runtime and what hangs off it."""
+"""FastAPI dependencies: the process's Runtime and what hangs off it.
+
+Dependencies that do no blocking work are `async def`: FastAPI runs a plain `def` one on a
+worker thread, a thread hop per dependency per request."""
 
 from typing import Annotated
 
@@ -9,16 +12,16 @@ from app.runtime import Runtime
 from app.settings import Settings
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
 
-def get_app_settings(runtime: Annotated[Runtime, Depends(get_runtime)]) -> Settings:
+async def get_app_settings(runtime: Annotated[Runtime, Depends(get_runtime)]) -> Settings:
     return runtime.settings
 
 
-def get_chat_service(runtime: Annotated[Runtime, Depends(get_runtime)]) -> ChatService:
+async def get_chat_service(runtime: Annotated[Runtime, Depends(get_runtime)]) -> ChatService:
     return runtime.chat
 
 

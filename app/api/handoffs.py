@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, status
 from pydantic import BaseModel, Field, field_validator
-from telegram import Bot
 
 from app.api.auth import Caller, CallerDep
 from app.api.deps import ChatServiceDep
@@ -19,7 +18,6 @@ from app.handoff.card import HandoffCard
 from app.handoff.service import HandoffService, Undelivered
 from app.handoff.store import ACTIVE, HandoffConflict
 from app.runtime import Runtime
-from bot.handoff import TelegramMessenger
 
 
 def staff_only(caller: CallerDep) -> Caller:
@@ -188,6 +186,10 @@ async def telegram_messenger(app: FastAPI) -> AsyncIterator[None]:
     if handoffs is None or token is None or handoffs.messenger is not None:
         yield
         return
+    from telegram import Bot  # loaded only when a bot runs
+
+    from bot.handoff import TelegramMessenger
+
     bot = Bot(token.get_secret_value(), base_url=runtime.settings.telegram.api_base_url)
     async with bot:
         handoffs.messenger = TelegramMessenger(bot, runtime.settings)

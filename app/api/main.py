@@ -56,7 +56,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Here, not in create_app: uvicorn has set up its log handlers by now.
         install_log_redaction(configured_secrets(settings))
         app.state.runtime = Runtime.from_settings(settings)
-        await app.state.runtime.start()
+        await app.state.runtime.start(warm_in_background=True)
+        app.state.runtime.sweep_periodically()
         app.state.turn_limits = TurnLimits(settings.api, settings.observability.metrics_enabled)
         async with telegram.webhook_bot(app), handoffs.telegram_messenger(app):
             yield

@@ -10,6 +10,7 @@ prompt-injected answer could send the conversation to any server
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import nh3
@@ -50,9 +51,11 @@ def _absolute_links_only(tag: str, attribute: str, value: str) -> str | None:
     return value
 
 
+@lru_cache(maxsize=1024)
 def answer_html(markdown: str) -> str:
     """Safe HTML of an answer written in Markdown; links open in a new tab, and only
-    absolute http(s) and mailto links keep their address."""
+    absolute http(s) and mailto links keep their address. Cached: the citations' excerpts
+    (the knowledge base's passages) come back turn after turn."""
     return nh3.clean(
         _MARKDOWN.render(markdown),
         tags=_TAGS,

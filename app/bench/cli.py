@@ -134,6 +134,16 @@ def cpu(
         ),
     ] = "postgresql://postgres@127.0.0.1:5432/postgres",
     kb: Annotated[Path, typer.Option(help="documents to ingest for the run")] = SAMPLE_KB,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            file_okay=False,
+            help="another checkout of this repository (e.g. `git archive <commit> | tar -x "
+            "-C DIR`) whose server runs each configuration too, named by the folder: two "
+            "revisions side by side in one run (their database schemas must match)",
+        ),
+    ] = None,
 ) -> None:
     """Server CPU ms per turn (process CPU time, not wall), start-up time and RSS, for the
     offline model and the scripted OpenAI-compatible provider on SQLite and PostgreSQL, side
@@ -153,10 +163,12 @@ def cpu(
             typer.echo(f"PostgreSQL at {postgres} does not answer: SQLite only", err=True)
         else:
             databases["postgresql"] = _migrated(pg)
+        sources = [None, baseline.resolve()] if baseline else [None]
         configurations = [
-            (bench.Configuration(model, database), url)
+            (bench.Configuration(model, database, source), url)
             for database, url in databases.items()
             for model in ("offline", "scripted")
+            for source in sources
         ]
         figures = bench.run(configurations, _ingested(kb, folder / "qdrant"), folder, turns)
     header, rows = bench.table_rows(figures, turns)

@@ -2,14 +2,16 @@
 for several configurations side by side in one run.
 
 Every configuration (the offline model or the scripted OpenAI-compatible provider, on
-SQLite or PostgreSQL) is a server process of its own (`app.bench.load.served`), started one
-after another so that each start-up is timed alone. Then the turns go round-robin, one turn
-in flight at a time across all servers: turn 1 of every configuration, then turn 2, ... so
-that a change in the machine's load touches every configuration alike. A turn's cost is the
-server process's CPU time (user + system, all threads, from /proc/<pid>/stat) from just
-before the request to its answer; the figures are means over blocks of turns, because the
-kernel counts CPU time in ticks of 10 ms. The load generator and the scripted provider run
-in this process and are not counted.
+SQLite or PostgreSQL, this checkout's code or another's) is a server process of its own
+(`app.bench.load.served`), started one after another so that each start-up is timed alone
+(to the first answer of /healthz, and of /readyz, which waits for the start-up's loading;
+the resident memory is read then).
+Then the turns go round-robin, one turn in flight at a time across all servers: turn 1 of
+every configuration, then turn 2, ... so that a change in the machine's load touches every
+configuration alike. A turn's cost is the server process's CPU time (user + system, all
+threads, from /proc/<pid>/stat) from just before the request to its answer; the figures are
+means over blocks of turns, because the kernel counts CPU time in ticks of 10 ms. The load
+generator and the scripted provider run in this process and are not counted.
 """
 
 import os
@@ -48,17 +50,20 @@ def resident_mb(pid: int) -> float:
 class Configuration:
     model: str  # "offline" or "scripted"
     database: str  # "sqlite" or "postgresql"
+    source: Path | None = None  # another checkout whose code the server runs (None: this one)
 
     @property
     def name(self) -> str:
-        return f"{self.model} model, {self.database}"
+        revision = f", {self.source.name}" if self.source else ""
+        return f"{self.model} model, {self.database}{revision}"
 
 
 @dataclass
 class Figures:
     configuration: Configuration
-    startup_seconds: float
-    startup_rss_mb: float
+    startup_seconds: float  # to /healthz
+    ready_seconds: float  # to /readyz
+    startup_rss_mb: float  # once ready
     turn_cpu_ms: list[float] = field(default_factory=list)
     failed_turns: int = 0
     end_rss_mb: float = 0.0
@@ -83,6 +88,7 @@ def table_rows(figures: list[Figures], turns: int) -> tuple[list[str], list[list
     header = [
         "configuration",
         "start-up s",
+        "ready s",
         "RSS after start MB",
         *(f"CPU ms, turn {a}" if a == b else f"CPU ms, turns {a}-{b}" for a, b in spans),
         f"CPU ms, turns 2-{turns}",
@@ -93,6 +99,7 @@ def table_rows(figures: list[Figures], turns: int) -> tuple[list[str], list[list
         [
             item.configuration.name,
             f"{item.startup_seconds:.2f}",
+            f"{item.ready_seconds:.2f}",
             f"{item.startup_rss_mb:.0f}",
             *(f"{item.mean_ms(a, b):.1f}" for a, b in spans),
             f"{item.mean_ms(2, turns):.1f}",
@@ -138,8 +145,13 @@ def run(
                 environment["SUPPORTBOT_KNOWLEDGE__MODEL_CACHE_DIR"] = str(graph_cache)
             if configuration.model == "scripted":
                 stack.enter_context(_scripted_provider(environment))
-            server = stack.enter_context(served(environment))
-            figures = Figures(configuration, server.startup_seconds, resident_mb(server.pid))
+            server = stack.enter_context(served(environment, source=configuration.source))
+            figures = Figures(
+                configuration,
+                server.startup_seconds,
+                server.ready_seconds,
+                resident_mb(server.pid),
+            )
             servers.append((server, figures))
         keys = {server.pid: f"api:cpu-{uuid.uuid4().hex[:8]}" for server, _ in servers}
         with httpx.Client(timeout=120) as client:

@@ -371,11 +371,15 @@ class Server:
     base_url: str
     pid: int
     startup_seconds: float  # from starting the process to its first answer to /healthz
+    ready_seconds: float  # ... to its first 200 from /readyz (what the first turn needs loaded)
 
 
 @contextmanager
-def served(environment: Mapping[str, str], startup_seconds: float = 120.0) -> Iterator[Server]:
-    """The app in a child process on a free 127.0.0.1 port."""
+def served(
+    environment: Mapping[str, str], startup_seconds: float = 120.0, source: Path | None = None
+) -> Iterator[Server]:
+    """The app in a child process on a free 127.0.0.1 port; `source`: the checkout its code
+    is imported from (another revision's), this one's by default."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -386,12 +390,15 @@ def served(environment: Mapping[str, str], startup_seconds: float = 120.0) -> It
         [sys.executable, "-m", "app.bench.load", str(listener.fileno())],
         env={**os.environ, **environment},
         pass_fds=(listener.fileno(),),
+        cwd=source,  # `-m` puts the working directory first on the import path
     )
     listener.close()  # the child holds it now
     base_url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_up(base_url, child, startup_seconds)
-        yield Server(base_url, child.pid, time.perf_counter() - started)
+        _wait_until_up(f"{base_url}/healthz", child, startup_seconds)
+        up = time.perf_counter() - started
+        _wait_until_up(f"{base_url}/readyz", child, startup_seconds)
+        yield Server(base_url, child.pid, up, time.perf_counter() - started)
     finally:
         child.terminate()
         try:
@@ -401,18 +408,19 @@ def served(environment: Mapping[str, str], startup_seconds: float = 120.0) -> It
             child.wait()
 
 
-def _wait_until_up(base_url: str, child: subprocess.Popen[bytes], seconds: float) -> None:
+def _wait_until_up(url: str, child: subprocess.Popen[bytes], seconds: float) -> None:
+    """Until `url` answers 200."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if child.poll() is not None:
             raise RuntimeError(f"the service exited with {child.returncode} while starting")
         try:
-            if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
+            if httpx.get(url, timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.05)
-    raise RuntimeError(f"the service did not answer /healthz within {seconds:.0f} s")
+    raise RuntimeError(f"the service did not answer {url} within {seconds:.0f} s")
 
 
 def service_environment(database_url: str, index: Path) -> dict[str, str]:

@@ -6,8 +6,7 @@ from typing import Literal
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from app.agent.expert.agent import ASK_EXPERT
-from app.agent.tools import KNOWLEDGE_TOOL
+from app.agent.tools import ASK_EXPERT, KNOWLEDGE_TOOL
 from app.handoff.tool import REQUEST_HUMAN
 
 TurnOutcome = Literal["answered", "not_found", "expert", "handed_off", "quiet", "bot_back"]

@@ -1,17 +1,21 @@
 """Who answers a turn: the bot (the model), a person, or nobody yet (a person has the chat).
 
-The turn asks its `TurnRouter` (the handoff service, when handoffs are on) once before it
-starts, and runs one lifecycle whatever the answer: the user's message stored first, the
-outcome stored with the turn, the caller told once. A route that takes the turn from the
-bot stores a notice (or nothing) instead of calling the model."""
+The turn asks its `TurnRouter` (the handoff service, when handoffs are on) once, in its
+first transaction, what it reads there deciding as of the stored message; and runs one
+lifecycle whatever the answer: the user's message stored first, the outcome stored with
+the turn, the caller told once. A route that takes the turn from the bot stores a notice
+(or nothing) instead of calling the model."""
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.chat.outcome import TurnOutcome
 from app.chat.store import BegunTurn, HeldConversation
 from app.chat.types import TurnReply, TurnRequest
+from app.db.models import Conversation
 
 RouteKind = Literal["bot", "handed_off", "quiet", "bot_back"]
 # Run once the conversation is released and the caller told (e.g. show staff a card).
@@ -41,8 +45,16 @@ class Taken:
 
 
 class TurnRouter(Protocol):
-    async def route(self, request: TurnRequest) -> Route:
-        """Decided before the turn holds the conversation; BOT when in doubt."""
+    async def prepare(self, request: TurnRequest) -> Any:
+        """What deciding needs from the message alone (no database), worked out before
+        the turn holds the conversation; passed to `route`."""
+        ...
+
+    async def route(
+        self, session: AsyncSession, conversation: Conversation, request: TurnRequest, prepared: Any
+    ) -> Route:
+        """Decided in the turn's first transaction (`session`), the message stored; BOT
+        when in doubt."""
         ...
 
     async def take(
@@ -52,7 +64,13 @@ class TurnRouter(Protocol):
         ...
 
     async def after_answer(
-        self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, reply: TurnReply
+        self,
+        held: HeldConversation,
+        begun: BegunTurn,
+        request: TurnRequest,
+        reply: TurnReply,
+        route: Route,
     ) -> tuple[TurnReply, FollowUp | None]:
-        """After the bot's answer is stored: may hand over still (the reply then says so)."""
+        """After the bot's answer is stored (on the bot's `route`): may hand over still
+        (the reply then says so)."""
         ...

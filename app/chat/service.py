@@ -9,6 +9,8 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from app.chat.store import TurnStore
 from app.chat.turn import AgentForProfile, TurnRunner
 from app.chat.types import (
@@ -123,6 +125,16 @@ class ChatService:
             log.warning("closed %d turns left running as interrupted", len(channels))
         return len(channels)
 
+    async def sweep_orphans(self, every_seconds: float) -> None:
+        """`close_orphaned_turns` every `every_seconds`, until cancelled: turns a crashed
+        replica left in conversations that see no next turn."""
+        while True:
+            await asyncio.sleep(every_seconds)
+            try:
+                await self.close_orphaned_turns()
+            except SQLAlchemyError as error:  # the database is down: the next sweep tries
+                log.warning("could not close turns left running: %s", error)
+
     async def aclose(self) -> None:
         """Stop the turns still running: each ends `interrupted`, its message kept."""
         for task in self._running:
@@ -132,7 +144,7 @@ class ChatService:
     async def find_turn(
         self, conversation_key: str, number: int
     ) -> tuple[Conversation, Turn] | None:
-        async with self._store.sessions() as session:
+        async with self._store.reads() as session:
             return await queries.find_turn(session, conversation_key, number)
 
     async def add_feedback(
@@ -193,7 +205,7 @@ class ChatService:
         self, conversation_key: str
     ) -> tuple[Conversation, dict[str, queries.UsageTotals]] | None:
         """The conversation's LLM usage by purpose (agent, summary, expert)."""
-        async with self._store.sessions() as session:
+        async with self._store.reads() as session:
             conversation = await queries.get_conversation(session, conversation_key)
             if conversation is None:
                 return None
@@ -201,7 +213,7 @@ class ChatService:
 
     async def history(self, conversation_key: str) -> tuple[Conversation, list[Message]] | None:
         """The whole stored transcript, including what the model no longer sees."""
-        async with self._store.sessions() as session:
+        async with self._store.reads() as session:
             conversation = await queries.get_conversation(session, conversation_key)
             if conversation is None:
                 return None
@@ -209,10 +221,10 @@ class ChatService:
 
     async def conversations(self, key_prefix: str, limit: int) -> list[queries.ConversationSummary]:
         """The conversations whose key starts with `key_prefix`, the latest first."""
-        async with self._store.sessions() as session:
+        async with self._store.reads() as session:
             return await queries.conversations_starting_with(session, key_prefix, limit)
 
     async def feedback(self, conversation: Conversation) -> dict[int, Feedback]:
         """The ratings of the conversation's answers by turn, the latest of each."""
-        async with self._store.sessions() as session:
+        async with self._store.reads() as session:
             return await queries.latest_feedback(session, conversation)

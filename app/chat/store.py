@@ -1,17 +1,20 @@
-"""The turn's life in the database: begin (the user's message committed), finish, fail,
-and closing turns nobody will finish.
+"""The turn's life in the database, in two transactions: begin (the user's message
+committed, the context read, and whatever else the turn reads to start: its route, the
+person's memory) and finish (the answer, the memory's decisions, the calls) or fail; and
+closing turns nobody will finish.
 
 A turn holds exactly one pooled connection from `hold()` to its end. On PostgreSQL the
 conversation's lock is a session-level advisory lock taken on that same connection: it
 outlives the turn's commits (the user's message first, the outcome later), is released
 when the turn ends, and dies with the connection if the process does. Everything the turn
 stores or reads, the recall tool's archive reads included, goes through that connection,
-one session at a time."""
+one session at a time. One module: the lock lives on the connection the turn's
+transactions use, so holding, beginning, finishing and sweeping are one piece."""
 
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,7 +22,7 @@ from typing import Any
 from weakref import WeakValueDictionary
 
 from langchain_core.messages import BaseMessage
-from sqlalchemy import select, text, update
+from sqlalchemy import bindparam, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agent.memory.state import MemoryUpdate
@@ -28,6 +31,7 @@ from app.chat.outcome import TurnOutcome
 from app.chat.transcript import from_langchain
 from app.chat.types import IMAGE_MARKER, InvalidTurn, TurnRequest, TurnStatus, with_images
 from app.db import queries
+from app.db.engine import read_only
 from app.db.models import Conversation, LLMCall, Turn
 from app.observability.usage import UsageRecord
 from app.settings import DbSettings
@@ -87,6 +91,10 @@ class BegunTurn:
     note_members: dict[str, list[int]]
     # Earlier turns of this conversation found `running` and closed as interrupted.
     orphans_closed: int
+    # The `seq` of the conversation's last stored message: the turn holds the conversation,
+    # so it numbers what it stores on from here without reading it again.
+    seq: int
+    summaries: int  # how many summaries the conversation had when the turn began
 
 
 class TurnStore:
@@ -103,10 +111,12 @@ class TurnStore:
         self._writes = (asyncio.Lock(),) if bind.dialect.name == "sqlite" else ()
         if isinstance(bind, AsyncConnection):
             self.sessions = self._sessions_on(bind, join_transaction_mode="create_savepoint")
+            self.reads = self.sessions
         else:
             self.sessions = async_sessionmaker(
                 bind, class_=_SerialSession, serial=self._writes, expire_on_commit=False
             )
+            self.reads = async_sessionmaker(read_only(bind), expire_on_commit=False)
 
     def _sessions_on(
         self, connection: AsyncConnection, **kwargs: Any
@@ -142,8 +152,7 @@ class TurnStore:
                     await self._advisory(self._bind, "pg_advisory_unlock", conversation_key)
                 return
             async with self._bind.connect() as connection:
-                await self._advisory(connection, "pg_advisory_lock", conversation_key)
-                await connection.commit()  # a session-level lock outlives this transaction
+                await self._outside_transactions(connection, "pg_advisory_lock", conversation_key)
                 try:
                     yield HeldConversation(conversation_key, self._sessions_on(connection))
                 finally:
@@ -155,10 +164,24 @@ class TurnStore:
         statement = text(f"SELECT {function}(:key)")
         return await connection.scalar(statement, {"key": advisory_key(key)})
 
+    async def _outside_transactions(
+        self, connection: AsyncConnection, function: str, key: str
+    ) -> None:
+        """A session-level lock's function in autocommit: it outlives transactions, so it
+        needs none of its own (no BEGIN and COMMIT around it)."""
+        if not self._is_postgres:
+            return
+        await connection.execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            await self._advisory(connection, function, key)
+            await connection.commit()  # only SQLAlchemy's: nothing was begun on the server
+        finally:
+            default = connection.default_isolation_level
+            await connection.execution_options(isolation_level=default)
+
     async def _release(self, connection: AsyncConnection, key: str) -> None:
         try:
-            await self._advisory(connection, "pg_advisory_unlock", key)
-            await connection.commit()
+            await self._outside_transactions(connection, "pg_advisory_unlock", key)
         except BaseException as error:  # a cancel too: the lock must not go back to the pool
             # Back in the pool it would keep the lock; closed, the server releases it.
             log.warning("could not unlock conversation %s: closing its connection", key)
@@ -166,49 +189,67 @@ class TurnStore:
             if not isinstance(error, Exception):
                 raise
 
-    async def begin(self, held: HeldConversation, request: TurnRequest, profile: str) -> BegunTurn:
-        """Commit the user's message before any model call: nothing is lost if the turn
-        fails. `profile` is the one a new conversation gets."""
+    @asynccontextmanager
+    async def begin(
+        self, held: HeldConversation, request: TurnRequest, profile: str
+    ) -> AsyncIterator[tuple[BegunTurn, AsyncSession]]:
+        """The turn's first transaction: the user's message stored and the context read;
+        the caller reads what else the turn starts from through the session, and the
+        transaction commits when the block ends, before any model call: nothing is lost
+        if the turn fails. `profile` is the one a new conversation gets."""
         async with held.sessions() as session:
-            conversation = await queries.get_or_create_conversation(
+            start = await queries.turn_start(
                 session,
                 request.conversation_key,
                 channel=request.channel,
                 audience=request.audience,
                 profile=profile,
             )
+            conversation = start.conversation
             if conversation.audience != request.audience:
                 raise InvalidTurn(
                     f"this conversation belongs to the {conversation.audience} audience"
                 )
             # The conversation is locked: a turn still `running` has nobody to finish it.
-            orphans = await queries.close_running_turns(
-                session, conversation, "interrupted", ORPHANED
+            # Each turn closes its predecessor so left: only the last turn can be running.
+            orphaned = start.last_status == "running"
+            if orphaned:
+                await queries.close_turn(
+                    session, conversation, start.last_turn, "interrupted", ORPHANED
+                )
+            turn = await queries.start_turn(
+                session, conversation, start.last_turn + 1, request.memory_scope
             )
-            turn = await queries.start_turn(session, conversation, request.memory_scope)
             content = request.text.strip() + IMAGE_MARKER * len(request.images)
-            await queries.append_messages(
-                session,
-                conversation,
-                turn.number,
-                [{"role": "user", "author": request.author, "content": content}],
+            row = {"role": "user", "author": request.author, "content": content}
+            await queries.append_messages(session, conversation, turn.number, [row], start.last_seq)
+            seq = start.last_seq + 1
+            stored = await queries.context_with_turns(session, conversation)
+            unanswered = {message.turn for message, status in stored if status in UNANSWERED}
+            history = working_history([message for message, _ in stored], unanswered)
+            summary, summaries = await queries.summaries(session, conversation)
+            messages = history.messages
+            if request.images:
+                messages[-1] = with_images(messages[-1], request.images)
+            working = {
+                "messages": messages,
+                "summary": summary.text if summary and summary.text else None,  # "" after reset
+                # Nothing is deleted and seqs run from 1: fewer in the context than `seq`
+                # means some were dropped; a cleared one is in the archive too.
+                "archived": len(stored) < seq
+                or any(message.context_state == "cleared" for message, _ in stored)
+                or bool(
+                    request.memory_scope
+                    and await queries.has_scope_archive(
+                        session, request.memory_scope, conversation.id
+                    )
+                ),
+            }
+            begun = BegunTurn(
+                conversation, turn, working, history.note_members, int(orphaned), seq, summaries
             )
-            history = working_history(
-                await queries.context_messages(session, conversation),
-                await queries.turn_numbers(session, conversation, UNANSWERED),
-            )
-            summary = await queries.latest_summary(session, conversation)
-            archived = await queries.has_archive(session, conversation, request.memory_scope)
+            yield begun, session
             await session.commit()
-        messages = history.messages
-        if request.images:
-            messages[-1] = with_images(messages[-1], request.images)
-        working = {
-            "messages": messages,
-            "summary": summary.text if summary and summary.text else None,  # "" after a reset
-            "archived": archived,
-        }
-        return BegunTurn(conversation, turn, working, history.note_members, orphans)
 
     async def finish(
         self,
@@ -218,19 +259,23 @@ class TurnStore:
         memory: MemoryUpdate | None,
         calls: Sequence[UsageRecord],
         outcome: TurnOutcome,
+        also: Callable[[AsyncSession], Awaitable[None]] | None = None,
     ) -> None:
-        """Store the answer, the memory's decisions and the calls; the turn ends `ok`
-        with `outcome`."""
-        conversation, turn = begun.conversation, begun.turn
+        """Store the answer, the memory's decisions and the calls, and what `also` stores
+        through the session, in one transaction; the turn ends `ok` with `outcome`."""
         async with held.sessions() as session:
+            rows = [from_langchain(m) for m in new_messages]
             await queries.append_messages(
-                session, conversation, turn.number, [from_langchain(m) for m in new_messages]
+                session, begun.conversation, begun.turn.number, rows, begun.seq
             )
             if memory is not None:
                 await _store_memory(session, begun, memory)
-            _add_calls(session, begun, calls)
-            await _close_turn(session, turn, "ok", None, outcome)
+            await _add_calls(session, begun, calls)
+            await _close_turn(session, begun.turn, "ok", None, outcome)
+            if also is not None:
+                await also(session)
             await session.commit()
+        begun.seq += len(rows)
 
     async def fail(
         self,
@@ -242,7 +287,7 @@ class TurnStore:
     ) -> None:
         """The turn ends without an answer; the user's message stays."""
         async with held.sessions() as session:
-            _add_calls(session, begun, calls)
+            await _add_calls(session, begun, calls)
             await _close_turn(session, begun.turn, status, error)
             await session.commit()
 
@@ -261,7 +306,7 @@ class TurnStore:
         """Close as `interrupted` the turns left `running` that no process is finishing
         (a crash, a kill): on PostgreSQL those whose conversation's advisory lock is free;
         on SQLite (one process) those this process does not hold. Returns their channels."""
-        async with self.sessions() as session:
+        async with self.reads() as session:
             running = (
                 await session.execute(
                     select(Turn.id, Conversation.key, Conversation.channel)
@@ -283,7 +328,7 @@ class TurnStore:
             if not await self._advisory(connection, "pg_try_advisory_lock", key):
                 return False  # another replica is running it
             try:
-                await connection.execute(
+                result = await connection.execute(
                     update(Turn)
                     .where(Turn.id == turn_id, Turn.status == "running")
                     .values(status="interrupted", error=ORPHANED, finished_at=datetime.now(UTC))
@@ -292,7 +337,7 @@ class TurnStore:
                 await self._advisory(connection, "pg_advisory_unlock", key)
             if not isinstance(self._bind, AsyncConnection):
                 await connection.commit()
-        return True
+        return result.rowcount == 1  # 0: it ended meanwhile
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection]:
@@ -325,11 +370,29 @@ async def _store_memory(session: AsyncSession, begun: BegunTurn, memory: MemoryU
         )
 
 
-def _add_calls(session: AsyncSession, begun: BegunTurn, calls: Sequence[UsageRecord]) -> None:
-    session.add_all(
-        LLMCall(conversation_id=begun.conversation.id, turn=begun.turn.number, **call.columns())
-        for call in calls
+_INSERT_CALLS = insert(LLMCall)
+# Built once (see app/db/queries.py); nothing in the session to update with it.
+_CLOSE_TURN = (
+    update(Turn)
+    .where(Turn.id == bindparam("turn_id"))
+    .values(
+        status=bindparam("status"),
+        error=bindparam("error"),
+        finished_at=bindparam("finished_at"),
+        outcome=bindparam("outcome"),
+        trace_id=bindparam("trace_id"),
     )
+    .execution_options(synchronize_session=False)
+)
+
+
+async def _add_calls(session: AsyncSession, begun: BegunTurn, calls: Sequence[UsageRecord]) -> None:
+    if calls:
+        conversation, turn = begun.conversation.id, begun.turn.number
+        await session.execute(
+            _INSERT_CALLS,
+            [{"conversation_id": conversation, "turn": turn, **call.columns()} for call in calls],
+        )
 
 
 async def _close_turn(
@@ -339,8 +402,7 @@ async def _close_turn(
     error: str | None,
     outcome: TurnOutcome | None = None,
 ) -> None:
-    stored = await session.get(Turn, turn.id)
-    assert stored is not None
-    stored.status, stored.error, stored.finished_at = status, error, datetime.now(UTC)
-    stored.outcome = outcome
-    stored.trace_id = turn.trace_id
+    values = {"status": status, "error": error, "outcome": outcome, "trace_id": turn.trace_id}
+    await session.execute(
+        _CLOSE_TURN, {"turn_id": turn.id, "finished_at": datetime.now(UTC), **values}
+    )

@@ -32,8 +32,16 @@ def to_langchain(message: Message) -> BaseMessage:
 
 
 def from_langchain(message: BaseMessage) -> dict[str, Any]:
-    """The columns of a new stored message (the caller adds conversation, seq and turn)."""
-    common = {"content": message_text(message), "token_count": count_message_tokens(message)}
+    """The columns of a new stored message (the caller adds conversation, seq and turn);
+    every kind names the same columns, so a turn's messages are inserted in one statement."""
+    common = {
+        "content": message_text(message),
+        "token_count": count_message_tokens(message),
+        "tool_calls": None,
+        "tool_call_id": None,
+        "tool_name": None,
+        "artifact": None,
+    }
     if isinstance(message, AIMessage):
         return {**common, "role": "assistant", "tool_calls": message.tool_calls or None}
     if isinstance(message, ToolMessage):

@@ -1,19 +1,23 @@
-"""Running one turn: ask the router who answers (app/chat/routing.py), hold the
-conversation, store the user's message, run the agent under the turn's deadline (or let
-the route take the turn), store the outcome, and tell the caller through `emit`. A failure
-after the message is stored ends the turn `failed` or `interrupted`; one the database
-cannot record leaves it `running` until the next turn or start closes it. One module: every
-path of a turn (answered, taken by a route, failed, interrupted) ends in the same place."""
+"""Running one turn: hold the conversation; in its first transaction store the user's
+message and read what the turn starts from (who answers, from the router in
+app/chat/routing.py; the person's memory); run the agent under the turn's deadline (or let
+the route take the turn); store the outcome in a second transaction, and tell the caller
+through `emit`. A failure after the message is stored ends the turn `failed` or
+`interrupted`; one the database cannot record leaves it `running` until the next turn, a
+start or the periodic sweep closes it. One module: every path of a turn (answered, taken
+by a route, failed, interrupted) ends in the same place."""
 
 import asyncio
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.memory.recall import ConversationArchive
 from app.agent.memory.state import MemoryContext, MemoryUpdate
@@ -35,7 +39,7 @@ from app.chat.types import (
     TurnToken,
     citations_of,
 )
-from app.db import queries
+from app.memory.store import MemoryBlock
 from app.memory.turns import PeopleMemory
 from app.observability import metrics
 from app.observability.calls import UsageCollector
@@ -169,31 +173,32 @@ class TurnRunner:
 
     async def run(self, request: TurnRequest, emit: Emit, tokens: bool) -> None:
         """The turn's task. It is ours alone: a cancel (shutdown) is handled here, the
-        turn ending `interrupted`, rather than passed on. The router decides first who
-        answers (the bot, a person, nobody yet); every route runs this one lifecycle."""
+        turn ending `interrupted`, rather than passed on. The router decides in the turn's
+        first transaction who answers (the bot, a person, nobody yet); every route runs
+        this one lifecycle."""
         key = request.conversation_key
         # Whose memory the turn reads and writes, stored with the turn: None when its
         # audience's people are not remembered.
         scope = self._people.scope_of(request.audience, request.memory_scope)
         request = replace(request, memory_scope=scope)
-        route = await self.router.route(request) if self.router else BOT
         begun: BegunTurn | None = None
         outcome: TurnDone | TurnError | None = None
         follow_up: FollowUp | None = None
         try:
+            prepared = await self.router.prepare(request) if self.router else None
             async with self.store.hold(key) as held:
-                profile = self.settings.profiles.by_audience[request.audience]
-                begun = await self.store.begin(held, request, profile)
+                begun, route, block = await self._begin(held, request, prepared)
                 emit(TurnStarted(key, begun.turn.number))
                 for _ in range(begun.orphans_closed):
                     self.count("interrupted", request.channel)
                 if route.takes_turn:
                     outcome, follow_up = await self._taken(held, begun, request, route)
                 else:
-                    outcome = await self._answer(held, begun, request, emit if tokens else None)
+                    emit_token = emit if tokens else None
+                    outcome = await self._answer(held, begun, request, block, emit_token)
                     if self.router is not None and isinstance(outcome, TurnDone):
                         reply, follow_up = await self._after_answer(
-                            held, begun, request, outcome.reply
+                            held, begun, request, outcome.reply, route
                         )
                         outcome = TurnDone(reply)
         except InvalidTurn as refused:
@@ -210,6 +215,25 @@ class TurnRunner:
         emit(outcome)  # after the connection is back: the next turn can start at once
         if follow_up is not None:
             await follow_up()
+
+    async def _begin(
+        self, held: HeldConversation, request: TurnRequest, prepared: Any
+    ) -> tuple[BegunTurn, Route, MemoryBlock | None]:
+        """The turn's first transaction: the user's message stored, the route decided and,
+        when the bot answers a remembered person, their memory block read."""
+        profile = self.settings.profiles.by_audience[request.audience]
+        async with self.store.begin(held, request, profile) as (begun, session):
+            conversation = begun.conversation
+            route = (
+                await self.router.route(session, conversation, request, prepared)
+                if self.router
+                else BOT
+            )
+            scope = request.memory_scope  # resolved by `run`
+            block = None
+            if scope is not None and not route.takes_turn:
+                block = await self._people.block(session, scope, conversation)
+        return begun, route, block
 
     async def _taken(
         self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, route: Route
@@ -241,13 +265,18 @@ class TurnRunner:
         return TurnDone(reply), taken.follow_up
 
     async def _after_answer(
-        self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, reply: TurnReply
+        self,
+        held: HeldConversation,
+        begun: BegunTurn,
+        request: TurnRequest,
+        reply: TurnReply,
+        route: Route,
     ) -> tuple[TurnReply, FollowUp | None]:
         """The router's look at the stored answer; a failure there leaves the reply as it
         was (it is stored already)."""
         assert self.router is not None
         try:
-            return await self.router.after_answer(held, begun, request, reply)
+            return await self.router.after_answer(held, begun, request, reply, route)
         except Exception as error:
             log.error(
                 "turn %s of %s: no handoff after it: %s",
@@ -262,6 +291,7 @@ class TurnRunner:
         held: HeldConversation,
         begun: BegunTurn,
         request: TurnRequest,
+        block: MemoryBlock | None,
         emit_token: Emit | None,
     ) -> TurnDone | TurnError:
         conversation = begun.conversation
@@ -275,13 +305,14 @@ class TurnRunner:
             request.text,
         ) as trace:
             begun.turn.trace_id = trace.trace_id if trace else None
-            return await self._traced_answer(held, begun, request, emit_token, trace)
+            return await self._traced_answer(held, begun, request, block, emit_token, trace)
 
     async def _traced_answer(
         self,
         held: HeldConversation,
         begun: BegunTurn,
         request: TurnRequest,
+        block: MemoryBlock | None,
         emit_token: Emit | None,
         trace: TurnTrace | None,
     ) -> TurnDone | TurnError:
@@ -295,12 +326,9 @@ class TurnRunner:
         deadline = asyncio.timeout(self.settings.chat.turn_timeout_seconds)
         on_token = (lambda text: emit_token(TurnToken(text))) if emit_token else None
         scope = request.memory_scope
-        remembered: tuple[int, ...] = ()
+        begun.working["people_memory"] = block.text if block else None
+        remembered = tuple(block.item_ids) if block else ()
         try:
-            if scope is not None:
-                block = await self._people.block(held.sessions, scope, conversation)
-                begun.working["people_memory"] = block.text if block else None
-                remembered = tuple(block.item_ids) if block else ()
             async with deadline:
                 result = await self._run_agent(held, begun, collector, trace, on_token)
             # Memory may have removed or replaced loaded messages: new ones have new ids.
@@ -308,7 +336,14 @@ class TurnRunner:
             new_messages = [m for m in result["messages"] if m.id not in loaded]
             memory = result.get("memory")
             outcome = outcome_of(new_messages)
-            await self.store.finish(held, begun, new_messages, memory, collector.records, outcome)
+            remember = (
+                partial(self._remember, begun=begun, request=request, scope=scope, memory=memory)
+                if scope is not None
+                else None
+            )
+            await self.store.finish(
+                held, begun, new_messages, memory, collector.records, outcome, remember
+            )
         except (Exception, asyncio.CancelledError) as error:
             interrupted = deadline.expired() or isinstance(error, asyncio.CancelledError)
             status: TurnStatus = "interrupted" if interrupted else "failed"
@@ -330,8 +365,6 @@ class TurnRunner:
             detail = INTERRUPTED_KEPT if interrupted else FAILED_KEPT
             return TurnError(conversation.key, turn.number, status, True, detail)
         self.count("ok", request.channel)
-        if scope is not None:
-            await self._remember(held, begun, request, scope, memory)
         if self.settings.observability.metrics_enabled:
             metrics.observe_turn(
                 profile=conversation.profile,
@@ -341,16 +374,15 @@ class TurnRunner:
         reply = reply_of(begun, new_messages, UsageTotals.of(collector.records), outcome)
         if trace is not None:
             try:
-                await self._finish_trace(held, begun, trace, reply, memory, collector, remembered)
+                self._finish_trace(begun, trace, reply, memory, collector, remembered)
             except Exception as error:  # the turn is answered and stored: tracing only
                 log.warning(
                     "turn %s of %s: trace not finished: %s", turn.number, conversation.key, error
                 )
         return TurnDone(reply)
 
-    async def _finish_trace(
+    def _finish_trace(
         self,
-        held: HeldConversation,
         begun: BegunTurn,
         trace: TurnTrace,
         reply: TurnReply,
@@ -358,34 +390,36 @@ class TurnRunner:
         collector: UsageCollector,
         remembered: tuple[int, ...],
     ) -> None:
-        async with held.sessions() as session:
-            summaries = await queries.summary_count(session, begun.conversation)
+        summaries = begun.summaries + (memory is not None and memory.summary is not None)
         citations = [{"title": c.title, "source": c.source} for c in reply.citations]
         report = memory_report(begun, memory, summaries, remembered)
         trace.finish(reply.text, citations, collector.records, report, reply.outcome)
 
     async def _remember(
         self,
-        held: HeldConversation,
+        session: AsyncSession,
+        *,
         begun: BegunTurn,
         request: TurnRequest,
         scope: str,
         memory: MemoryUpdate | None,
     ) -> None:
-        """Keep what the turn's fold extracted and an explicit "remember that …"; the turn
-        is answered and stored, so a failure here is only logged."""
+        """Keep what the turn's fold extracted and an explicit "remember that …", in the
+        turn's last transaction; a failure here is only logged, rolled back to before it:
+        the answer is stored."""
         asked = begun.working["messages"][-1]
         message_id = int(asked.id) if str(asked.id).isdigit() else None
         try:
-            await self._people.write(
-                held.sessions,
-                scope,
-                begun.conversation.key,
-                request.author,
-                (request.text, message_id),
-                memory.summary if memory else None,
-                memory.dropped if memory else (),
-            )
+            async with session.begin_nested():
+                await self._people.write(
+                    session,
+                    scope,
+                    begun.conversation.key,
+                    request.author,
+                    (request.text, message_id),
+                    memory.summary if memory else None,
+                    memory.dropped if memory else (),
+                )
         except Exception as error:
             log.warning(
                 "turn %s of %s: nothing remembered: %s",

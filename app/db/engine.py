@@ -3,7 +3,8 @@
 SQLite serves concurrent turns when every connection waits for the write lock instead of
 failing ("database is locked"): write-ahead logging (readers never wait for the writer),
 a busy timeout, and the app's transactions take the write lock when they begin
-(`BEGIN IMMEDIATE`), so a transaction that read first can never be refused it later."""
+(`BEGIN IMMEDIATE`), so a transaction that read first can never be refused it later. Sessions
+on a `read_only` engine begin deferred instead: they read a snapshot and wait for no writer."""
 
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 
 from app.settings import DbSettings
 
+# An execution option: the connection's transactions only read.
+_READ_ONLY = "supportbot_read_only"
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg"}
 _SYNC_DRIVERS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg"}
 
@@ -65,7 +68,8 @@ def _configure_sqlite(engine: Engine, db: DbSettings, *, immediate: bool) -> Non
         cursor.close()
 
     def begin_immediate(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        reads = connection.get_execution_options().get(_READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")
 
     event.listen(engine, "connect", on_connect)
     if immediate:
@@ -83,6 +87,12 @@ def make_sync_engine(db: DbSettings) -> Engine:
     engine = create_engine(sync_url(db.url), echo=db.echo)
     _configure_sqlite(engine, db, immediate=False)
     return engine
+
+
+def read_only(engine: AsyncEngine) -> AsyncEngine:
+    """The engine for transactions that only read: on SQLite they neither take nor wait
+    for the write lock (elsewhere the same engine)."""
+    return engine.execution_options(**{_READ_ONLY: True})
 
 
 def make_session_factory(engine: AsyncEngine) -> async_sessionmaker:

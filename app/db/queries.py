@@ -1,11 +1,16 @@
-"""Small query functions over the models; callers own the session and the commit."""
+"""Small query functions over the models; callers own the session and the commit. One
+module: every statement over the models in one place, each written once.
 
-from collections.abc import Collection, Sequence
+The statements every turn runs are built once, with bound parameters (`bindparam`):
+building an expression and computing its cache key cost more than running it on SQLite
+(0.8 ms against 0.4 ms a call for `turn_start`); a built statement keeps its key."""
+
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, Feedback, LLMCall, Message, Summary, Turn
@@ -16,15 +21,50 @@ async def get_conversation(session: AsyncSession, key: str) -> Conversation | No
     return await session.scalar(select(Conversation).where(Conversation.key == key))
 
 
-async def get_or_create_conversation(
+@dataclass(frozen=True)
+class TurnStart:
+    """A conversation as its next turn finds it: the last message's `seq` and the last
+    turn's number and status (0 and None before the first)."""
+
+    conversation: Conversation
+    last_seq: int
+    last_turn: int
+    last_status: str | None
+
+
+def _turn_start() -> Select[Any]:
+    last_seq = (
+        select(func.max(Message.seq)).where(Message.conversation_id == Conversation.id)
+    ).scalar_subquery()
+    last_turn = (
+        select(Turn.number, Turn.status)
+        .where(Turn.conversation_id == Conversation.id)
+        .order_by(Turn.number.desc())
+        .limit(1)
+    )
+    return select(
+        Conversation,
+        last_seq,
+        last_turn.with_only_columns(Turn.number).scalar_subquery(),
+        last_turn.with_only_columns(Turn.status).scalar_subquery(),
+    ).where(Conversation.key == bindparam("key"))
+
+
+_TURN_START = _turn_start()
+
+
+async def turn_start(
     session: AsyncSession, key: str, *, channel: str, audience: str, profile: str
-) -> Conversation:
-    conversation = await get_conversation(session, key)
-    if conversation is None:
-        conversation = Conversation(key=key, channel=channel, audience=audience, profile=profile)
-        session.add(conversation)
-        await session.flush()
-    return conversation
+) -> TurnStart:
+    """The conversation (created when new) with its last `seq` and last turn, in one
+    statement: read under the conversation's lock, they stay true for the whole turn."""
+    row = (await session.execute(_TURN_START, {"key": key})).first()
+    if row is not None:
+        return TurnStart(row[0], row[1] or 0, row[2] or 0, row[3])
+    conversation = Conversation(key=key, channel=channel, audience=audience, profile=profile)
+    session.add(conversation)
+    await session.flush()
+    return TurnStart(conversation, 0, 0, None)
 
 
 async def find_turn(
@@ -41,64 +81,93 @@ async def find_turn(
 
 
 async def start_turn(
-    session: AsyncSession, conversation: Conversation, memory_scope: str | None = None
+    session: AsyncSession, conversation: Conversation, number: int, memory_scope: str | None
 ) -> Turn:
-    last = await session.scalar(
-        select(func.max(Turn.number)).where(Turn.conversation_id == conversation.id)
-    )
-    turn = Turn(conversation_id=conversation.id, number=(last or 0) + 1, memory_scope=memory_scope)
+    turn = Turn(conversation_id=conversation.id, number=number, memory_scope=memory_scope)
     session.add(turn)
     await session.flush()
     return turn
 
 
-async def close_running_turns(
-    session: AsyncSession, conversation: Conversation, status: str, error: str
-) -> int:
-    """End the conversation's `running` turns with `status`; how many there were."""
-    result = await session.execute(
+async def close_turn(
+    session: AsyncSession, conversation: Conversation, number: int, status: str, error: str
+) -> None:
+    """End one turn of the conversation, found `running`, with `status`."""
+    await session.execute(
         update(Turn)
-        .where(Turn.conversation_id == conversation.id, Turn.status == "running")
+        .where(Turn.conversation_id == conversation.id, Turn.number == number)
         .values(status=status, error=error, finished_at=datetime.now(UTC))
     )
-    return int(getattr(result, "rowcount", 0) or 0)
 
 
-async def turn_numbers(
-    session: AsyncSession, conversation: Conversation, statuses: Collection[str]
-) -> set[int]:
-    """The numbers of the conversation's turns that ended with one of `statuses`."""
-    result = await session.scalars(
-        select(Turn.number).where(
-            Turn.conversation_id == conversation.id, Turn.status.in_(statuses)
-        )
+async def last_seq(session: AsyncSession, conversation: Conversation) -> int:
+    found = await session.scalar(
+        select(func.max(Message.seq)).where(Message.conversation_id == conversation.id)
     )
-    return set(result)
+    return found or 0
+
+
+_INSERT_MESSAGES = insert(Message)
 
 
 async def append_messages(
-    session: AsyncSession, conversation: Conversation, turn: int, rows: Sequence[dict[str, Any]]
-) -> list[Message]:
-    last = await session.scalar(
-        select(func.max(Message.seq)).where(Message.conversation_id == conversation.id)
-    )
-    messages = [
-        Message(conversation_id=conversation.id, turn=turn, seq=(last or 0) + offset, **row)
-        for offset, row in enumerate(rows, start=1)
-    ]
-    session.add_all(messages)
+    session: AsyncSession,
+    conversation: Conversation,
+    turn: int,
+    rows: Sequence[dict[str, Any]],
+    after_seq: int,
+) -> None:
+    """Insert messages numbered on from `after_seq`, the conversation's last (read under
+    its lock): one statement when the rows name the same columns (a None is inserted as
+    NULL, not left out)."""
+    if rows:
+        await session.execute(
+            _INSERT_MESSAGES,
+            [
+                {"conversation_id": conversation.id, "turn": turn, "seq": after_seq + n, **row}
+                for n, row in enumerate(rows, start=1)
+            ],
+            execution_options={"render_nulls": True},
+        )
+
+
+async def add_message(
+    session: AsyncSession, conversation: Conversation, turn: int, row: dict[str, Any]
+) -> Message:
+    """One message after the conversation's last, as a stored object (its id and time)."""
+    seq = await last_seq(session, conversation) + 1
+    message = Message(conversation_id=conversation.id, turn=turn, seq=seq, **row)
+    session.add(message)
     await session.flush()
-    return messages
+    return message
 
 
 async def context_messages(session: AsyncSession, conversation: Conversation) -> list[Message]:
     """What the model may still see, in order (dropped messages stay in the archive)."""
-    result = await session.scalars(
-        select(Message)
-        .where(Message.conversation_id == conversation.id, Message.context_state != "dropped")
-        .order_by(Message.seq)
+    return [message for message, _ in await context_with_turns(session, conversation)]
+
+
+_CONTEXT_WITH_TURNS = (
+    select(Message, Turn.status)
+    .outerjoin(
+        Turn,
+        (Turn.conversation_id == Message.conversation_id) & (Turn.number == Message.turn),
     )
-    return list(result)
+    .where(
+        Message.conversation_id == bindparam("conversation_id"),
+        Message.context_state != "dropped",
+    )
+    .order_by(Message.seq)
+)
+
+
+async def context_with_turns(
+    session: AsyncSession, conversation: Conversation
+) -> list[tuple[Message, str | None]]:
+    """What the model may still see, in order (dropped messages stay in the archive), each
+    with the status of the turn it was filed under."""
+    result = await session.execute(_CONTEXT_WITH_TURNS, {"conversation_id": conversation.id})
+    return [(message, status) for message, status in result]
 
 
 async def drop_from_context(session: AsyncSession, conversation: Conversation) -> None:
@@ -109,14 +178,11 @@ async def drop_from_context(session: AsyncSession, conversation: Conversation) -
         .where(Message.conversation_id == conversation.id)
         .values(context_state="dropped")
     )
-    last_seq = await session.scalar(
-        select(func.max(Message.seq)).where(Message.conversation_id == conversation.id)
-    )
     session.add(
         Summary(
             conversation_id=conversation.id,
             text="",
-            through_seq=last_seq or 0,
+            through_seq=await last_seq(session, conversation),
             model="reset",
             token_count=0,
         )
@@ -158,18 +224,10 @@ async def scope_archive(
     return [(row[0], row[1]) for row in found]
 
 
-async def has_archive(
-    session: AsyncSession, conversation: Conversation, scope: str | None = None
-) -> bool:
-    """Whether recall_history has anything to search: the conversation's own archive, or
-    its person's (`scope`) in their other conversations."""
-    found = await session.scalar(
-        select(Message.id)
-        .where(Message.conversation_id == conversation.id, Message.context_state != "active")
-        .limit(1)
-    )
-    if found is None and scope is not None:
-        found = await session.scalar(_scope_archive(scope, conversation.id).limit(1))
+async def has_scope_archive(session: AsyncSession, scope: str, conversation_id: int) -> bool:
+    """Whether the person (`scope`) has anything for recall_history in their other
+    conversations."""
+    found = await session.scalar(_scope_archive(scope, conversation_id).limit(1))
     return found is not None
 
 
@@ -190,12 +248,25 @@ async def drop_messages(session: AsyncSession, message_ids: Sequence[int]) -> No
 
 
 async def latest_summary(session: AsyncSession, conversation: Conversation) -> Summary | None:
-    return await session.scalar(
-        select(Summary)
-        .where(Summary.conversation_id == conversation.id)
-        .order_by(Summary.id.desc())
-        .limit(1)
-    )
+    return (await summaries(session, conversation))[0]
+
+
+_SUMMARIES = (
+    select(Summary, func.count().over())
+    .where(Summary.conversation_id == bindparam("conversation_id"))
+    .order_by(Summary.id.desc())
+    .limit(1)
+)
+
+
+async def summaries(
+    session: AsyncSession, conversation: Conversation
+) -> tuple[Summary | None, int]:
+    """The conversation's latest summary and how many it has had (a reset's empty one
+    included), in one statement."""
+    found = await session.execute(_SUMMARIES, {"conversation_id": conversation.id})
+    row = found.first()
+    return (row[0], row[1]) if row else (None, 0)
 
 
 async def add_summary(
@@ -217,14 +288,6 @@ async def add_summary(
     session.add(summary)
     await session.flush()
     return summary
-
-
-async def summary_count(session: AsyncSession, conversation: Conversation) -> int:
-    """How many summaries the conversation has had (a reset's empty one included)."""
-    count = await session.scalar(
-        select(func.count(Summary.id)).where(Summary.conversation_id == conversation.id)
-    )
-    return count or 0
 
 
 async def all_messages(session: AsyncSession, conversation: Conversation) -> list[Message]:

@@ -14,16 +14,18 @@ read them from the transcript."""
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Protocol
 
 from langchain_core.language_models import BaseChatModel
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.memory.summarizer import build_summary_model
 from app.agent.models import OFFLINE
+from app.chat.outcome import BOT_ANSWERED
 from app.chat.routing import BOT, FollowUp, Route, Taken
 from app.chat.store import BegunTurn, HeldConversation, TurnStore
 from app.chat.types import TurnReply, TurnRequest
@@ -59,6 +61,16 @@ class Messenger(Protocol):
     async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
         """Show staff a new handoff (the staff chat), with a way to claim it."""
         ...
+
+
+@dataclass(frozen=True)
+class BotTurn:
+    """The bot's route through a handed-over audience, as its first transaction read it:
+    whether a person has the chat (the turn was addressed with /ask), and the outcomes of
+    the bot's earlier answers since the last handoff, newest first."""
+
+    during_handoff: bool
+    earlier_outcomes: list[str] = field(default_factory=list)
 
 
 def aware(moment: datetime) -> datetime:
@@ -102,30 +114,49 @@ class HandoffService:
 
     # -- the turn's router (app/chat/routing.py) ------------------------------------------
 
-    async def route(self, request: TurnRequest) -> Route:
+    async def prepare(self, request: TurnRequest) -> Decision | None:
+        """What the message is, worked out before the turn holds the conversation, when
+        `route` may need it: for an audience handed over, unless addressed with /ask (then
+        `route` decides only if no person has the chat)."""
+        if not self.enabled(request.audience) or self._addressed(request):
+            return None
+        return await asyncio.to_thread(self.decider.decide, request.text)
+
+    async def route(
+        self,
+        session: AsyncSession,
+        conversation: Conversation,
+        request: TurnRequest,
+        prepared: Decision | None,
+    ) -> Route:
         """A person's turn when the user asks for one (and the decider is sure enough:
         with a real model only of an unambiguous request), nobody's while a person has
         the conversation (unless addressed with /ask), the bot's again when the client
-        wants it back from a handoff nobody has claimed; else the bot's."""
-        try:
-            async with self._turns.sessions() as session:
-                active = await store.active_for_key(session, request.conversation_key)
-        except Exception as error:  # the turn reports the database's failure
-            log.error("could not look up the handoff of %s: %r", request.conversation_key, error)
+        wants it back from a handoff nobody has claimed; else the bot's, with what
+        `after_answer` needs."""
+        active = await store.active_for_key(session, conversation.key)
+        enabled = self.enabled(request.audience)
+        if active is not None and self._addressed(request):
+            return Route("bot", BotTurn(during_handoff=True)) if enabled else BOT
+        if active is None and not enabled:
             return BOT
-        # Telegram's /ask handler sets `ask`; over HTTP the message starts with it.
-        addressed = request.ask or request.text.lstrip().startswith("/ask")
-        if (active is not None and addressed) or (
-            active is None and not self.enabled(request.audience)
-        ):
-            return BOT
-        decision = await asyncio.to_thread(self.decider.decide, request.text)
+        decision = prepared
+        if decision is None:  # addressed with /ask, or the audience is no longer handed over
+            decision = await asyncio.to_thread(self.decider.decide, request.text)
         if active is None:
-            asked = self.decider.hands_over(decision, model_decides=self._model_decides)
-            return Route("handed_off", decision) if asked else BOT
+            if self.decider.hands_over(decision, model_decides=self._model_decides):
+                return Route("handed_off", decision)
+            limit = self._settings.handoff.not_found_turns
+            outcomes = await store.outcomes_since_resolved(session, conversation.id, limit)
+            return Route("bot", BotTurn(during_handoff=False, earlier_outcomes=outcomes))
         if active.status == "open" and self.decider.gives_bot_back(decision):
             return Route("bot_back", (decision, active))
         return Route("quiet")
+
+    @staticmethod
+    def _addressed(request: TurnRequest) -> bool:
+        # Telegram's /ask handler sets `ask`; over HTTP the message starts with it.
+        return request.ask or request.text.lstrip().startswith("/ask")
 
     async def take(
         self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, route: Route
@@ -180,20 +211,25 @@ class HandoffService:
             metrics.RESOLVED.inc()
 
     async def after_answer(
-        self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, reply: TurnReply
+        self,
+        held: HeldConversation,
+        begun: BegunTurn,
+        request: TurnRequest,
+        reply: TurnReply,
+        route: Route,
     ) -> tuple[TurnReply, FollowUp | None]:
         """Open a handoff when the model called `request_human` this turn or the bot's
         last answers all found nothing; the reply then ends with the takeover notice."""
-        if not self.enabled(request.audience):
+        bot_turn = route.detail
+        if not isinstance(bot_turn, BotTurn):  # an audience not handed over
             return reply, None
         conversation, turn = begun.conversation, begun.turn
+        if bot_turn.during_handoff:  # answered on /ask
+            self._tag(turn)
+            return reply, None
         limit = self._settings.handoff.not_found_turns
-        async with held.sessions() as session:
-            if await store.active_for_key(session, conversation.key):  # answered on /ask
-                self._tag(turn)
-                return reply, None
-            since = await store.last_resolved_at(session, conversation.id)
-            outcomes = await store.last_outcomes(session, conversation.id, limit, since)
+        this_turn = [reply.outcome] if reply.outcome in BOT_ANSWERED else []
+        outcomes = (this_turn + bot_turn.earlier_outcomes)[:limit]
         if reply.outcome == "handed_off":  # the model called `request_human`
             reason, how_sure = "model", "the model called request_human"
         elif len(outcomes) == limit and all(o == "not_found" for o in outcomes):
@@ -215,7 +251,7 @@ class HandoffService:
         client is told in their chat."""
         if not self.enabled(conversation.audience):
             return
-        async with self._turns.sessions() as session:
+        async with self._turns.reads() as session:
             if await store.active_for_key(session, conversation.key):
                 return
             since = await store.last_resolved_at(session, conversation.id)
@@ -229,7 +265,8 @@ class HandoffService:
         if downs < self._settings.handoff.thumbs_down:
             return
         async with self._turns.hold(conversation.key) as held:
-            turn = await self._last_turn(held, conversation)
+            async with held.sessions() as session:
+                turn = await self._last_turn(session, conversation)
             how_sure = f"{downs} answers rated 👎"
             opened = await self._open(held, conversation, turn, "thumbs_down", None, how_sure)
             if opened is None:
@@ -242,11 +279,11 @@ class HandoffService:
     # -- what staff do ---------------------------------------------------------------------
 
     async def queue(self, statuses: tuple[str, ...] = store.ACTIVE) -> list[Handoff]:
-        async with self._turns.sessions() as session:
+        async with self._turns.reads() as session:
             return await store.listed(session, statuses)
 
     async def get(self, handoff_id: int) -> Handoff | None:
-        async with self._turns.sessions() as session:
+        async with self._turns.reads() as session:
             return await session.get(Handoff, handoff_id)
 
     async def claim(self, handoff_id: int, staff: str) -> Handoff | None:
@@ -286,7 +323,7 @@ class HandoffService:
         if self._settings.observability.metrics_enabled:
             metrics.RESOLVED.inc()
         conversation = await self._conversation(handoff)
-        async with self._turns.sessions() as session:
+        async with self._turns.reads() as session:
             said = await session.scalar(
                 select(Message.content)
                 .where(Message.conversation_id == conversation.id, Message.role == "user")
@@ -394,17 +431,16 @@ class HandoffService:
             log.error("a handoff notice did not reach %s: %s", conversation_key, error)
 
     async def _conversation(self, handoff: Handoff) -> Conversation:
-        async with self._turns.sessions() as session:
+        async with self._turns.reads() as session:
             conversation = await session.get(Conversation, handoff.conversation_id)
         assert conversation is not None  # the foreign key cascades
         return conversation
 
     @staticmethod
-    async def _last_turn(held: HeldConversation, conversation: Conversation) -> int:
-        async with held.sessions() as session:
-            last = await session.scalar(
-                select(func.max(Turn.number)).where(Turn.conversation_id == conversation.id)
-            )
+    async def _last_turn(session: AsyncSession, conversation: Conversation) -> int:
+        last = await session.scalar(
+            select(func.max(Turn.number)).where(Turn.conversation_id == conversation.id)
+        )
         return last or 0
 
     async def _add_message(
@@ -417,11 +453,11 @@ class HandoffService:
     ) -> Message:
         """A message outside the model's turns (a staff reply, a notice), filed under the
         conversation's last turn."""
-        turn = await self._last_turn(held, conversation)
         async with held.sessions() as session:
+            turn = await self._last_turn(session, conversation)
             row = {"role": role, "author": author, "content": text}
-            (message,) = await queries.append_messages(
-                session, conversation, turn, [row | {"token_count": count_tokens(text)}]
+            message = await queries.add_message(
+                session, conversation, turn, row | {"token_count": count_tokens(text)}
             )
             await session.commit()
         return message

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Integer, Select, bindparam, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -27,12 +27,16 @@ class HandoffConflict(Exception):
         self.handoff = handoff
 
 
+_ACTIVE_FOR_KEY = (
+    select(Handoff)
+    .join(Conversation, Conversation.id == Handoff.conversation_id)
+    .where(Conversation.key == bindparam("key"), Handoff.status.in_(ACTIVE))
+)
+
+
 async def active_for_key(session: AsyncSession, conversation_key: str) -> Handoff | None:
-    return await session.scalar(
-        select(Handoff)
-        .join(Conversation, Conversation.id == Handoff.conversation_id)
-        .where(Conversation.key == conversation_key, Handoff.status.in_(ACTIVE))
-    )
+    # Built once: every turn of a handed-over audience asks (see app/db/queries.py).
+    return await session.scalar(_ACTIVE_FOR_KEY, {"key": conversation_key})
 
 
 async def insert_open(session: AsyncSession, handoff: Handoff) -> bool:
@@ -53,17 +57,35 @@ async def last_resolved_at(session: AsyncSession, conversation_id: int) -> datet
     )
 
 
-async def last_outcomes(
-    session: AsyncSession, conversation_id: int, count: int, since: datetime | None
+def _outcomes_since_resolved() -> Select[str | None]:
+    conversation = bindparam("conversation_id", type_=Integer)
+    resolved = (
+        select(func.max(Handoff.resolved_at))
+        .where(Handoff.conversation_id == conversation)
+        .scalar_subquery()
+    )
+    return (
+        select(Turn.outcome)
+        .where(
+            Turn.conversation_id == conversation,
+            Turn.outcome.in_(BOT_ANSWERED),
+            or_(resolved.is_(None), Turn.finished_at > resolved),
+        )
+        .order_by(Turn.number.desc())
+        .limit(bindparam("count"))
+    )
+
+
+_OUTCOMES_SINCE_RESOLVED = _outcomes_since_resolved()
+
+
+async def outcomes_since_resolved(
+    session: AsyncSession, conversation_id: int, count: int
 ) -> list[str]:
     """The outcomes of the conversation's last `count` turns the bot answered itself
-    (newest first), since `since`."""
-    query = select(Turn.outcome).where(
-        Turn.conversation_id == conversation_id, Turn.outcome.in_(BOT_ANSWERED)
-    )
-    if since is not None:
-        query = query.where(Turn.finished_at > since)
-    return list(await session.scalars(query.order_by(Turn.number.desc()).limit(count)))
+    (newest first) since its last handoff was resolved, in one statement."""
+    parameters = {"conversation_id": conversation_id, "count": count}
+    return [str(o) for o in await session.scalars(_OUTCOMES_SINCE_RESOLVED, parameters)]
 
 
 async def turns_with_outcome(

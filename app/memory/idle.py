@@ -174,7 +174,9 @@ class IdleWriter:
             reply = await self.summary_model.ainvoke(
                 summary_request(None, [cast(AnyMessage, to_langchain(m)) for m in said]), config
             )
-            await people.keep(self.sessions, key, _facts_placed(reply.text, stated, scopes))
+            async with self.sessions() as session:
+                await people.keep(session, key, _facts_placed(reply.text, stated, scopes))
+                await session.commit()
         except Exception as error:  # given back: the next check tries again
             log.warning("memory of idle conversation %s not written: %s", key, error)
             async with self.sessions() as session:

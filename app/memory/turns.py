@@ -5,7 +5,7 @@ writes — the facts its fold extracted (no extra model call) and an explicit
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.memory.summarizer import StatedFact, stated_facts
 from app.db.models import Conversation
@@ -43,23 +43,22 @@ class PeopleMemory:
         return scope if scope and audience in self.settings.audiences else None
 
     async def block(
-        self, sessions: async_sessionmaker[AsyncSession], scope: str, conversation: Conversation
+        self, session: AsyncSession, scope: str, conversation: Conversation
     ) -> MemoryBlock | None:
         """The block this conversation's context starts with (the same on each of its
-        turns until a reset, while nothing is forgotten); its items count as used now."""
+        turns until a reset, while nothing is forgotten); its items count as used now.
+        The caller's transaction (the turn's first) commits it."""
         scopes = read_scopes(scope)
-        async with sessions() as session:
-            await store.expire(session, scopes, self.settings.retention_days)
-            began = await store.context_began(session, conversation)
-            block = await store.memory_block(session, scopes, began, self.settings.block_tokens)
-            if block:
-                await store.touch(session, block.item_ids)
-            await session.commit()
+        await store.expire(session, scopes, self.settings.retention_days)
+        began = await store.context_began(session, conversation)
+        block = await store.memory_block(session, scopes, began, self.settings.block_tokens)
+        if block:
+            await store.touch(session, block.item_ids)
         return block
 
     async def write(
         self,
-        sessions: async_sessionmaker[AsyncSession],
+        session: AsyncSession,
         scope: str,
         conversation_key: str,
         author: str | None,
@@ -70,8 +69,8 @@ class PeopleMemory:
         """Keep an explicit "remember that …" (`said`: the message and its id) and the facts
         a new `summary` took from the messages it `folded` (their ids; a fact kept from the
         previous summary was written by its own fold, or forgotten since): the author's go
-        to `scope`, the others' in a Telegram chat to the chat's shared memory. Returns the
-        new items' ids."""
+        to `scope`, the others' in a Telegram chat to the chat's shared memory, through the
+        caller's transaction. Returns the new items' ids."""
         wanted: list[Wanted] = []
         if said and (fact := remembered(said[0])):
             wanted.append((scope, fact, said[1]))
@@ -82,26 +81,21 @@ class PeopleMemory:
                 if stated.recall_id is None or str(stated.recall_id) in folded
             ]
             wanted += placed(scope, author, facts)
-        return await self.keep(sessions, conversation_key, wanted)
+        return await self.keep(session, conversation_key, wanted)
 
     async def keep(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        conversation_key: str,
-        wanted: Sequence[Wanted],
+        self, session: AsyncSession, conversation_key: str, wanted: Sequence[Wanted]
     ) -> list[int]:
         kept = []
-        async with sessions() as session:
-            for scope, text, message_id in wanted:
-                item = await store.remember(
-                    session,
-                    scope,
-                    text,
-                    conversation=conversation_key,
-                    message_id=message_id,
-                    max_items=self.settings.max_items,
-                )
-                if item is not None:
-                    kept.append(item.id)
-            await session.commit()
+        for item_scope, text, message_id in wanted:
+            item = await store.remember(
+                session,
+                item_scope,
+                text,
+                conversation=conversation_key,
+                message_id=message_id,
+                max_items=self.settings.max_items,
+            )
+            if item is not None:
+                kept.append(item.id)
         return kept

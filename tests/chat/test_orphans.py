@@ -1,5 +1,6 @@
-"""Turns left `running` by a process that is gone end `interrupted`: at start-up, and when
-the conversation's next turn begins; a turn a live replica holds is left alone."""
+"""Turns left `running` by a process that is gone end `interrupted`: at start-up, when
+the conversation's next turn begins, and periodically; a turn a live replica holds is left
+alone."""
 
 import time
 from pathlib import Path
@@ -62,6 +63,27 @@ def test_the_app_closes_turns_left_running_at_start_up(
         if s.name == "supportbot_turns_total"
     }
     assert counted[("interrupted", "sweep-test")] == 1
+
+
+def test_the_app_closes_turns_left_running_while_it_serves(
+    settings: Settings, sample_index: Path
+) -> None:
+    """A replica that crashed after this one started left a turn in a conversation that
+    sees no next turn: the periodic sweep closes it."""
+    settings.chat.orphan_sweep_seconds = 0.1
+    engine = create_engine(sync_url(settings.db.url))
+    with make_client(settings, sample_index):
+        with Session(engine) as session:
+            left_running(session, "crashed-later")
+            session.commit()
+        deadline = time.monotonic() + 30
+        status = "running"
+        while status == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with Session(engine) as session:
+                status = session.scalar(select(Turn.status)) or ""
+    engine.dispose()
+    assert status == "interrupted"
 
 
 @pytest.mark.postgres

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
 
-from app.agent.expert import Expert
+from app.agent.expert.agent import Expert
 from app.agent.expert.findings import ExpertReport, Findings
 from app.agent.expert.offline import REPORT_TOOL, ExtractiveExpertModel
 from app.agent.expert.search import SearxngBackend

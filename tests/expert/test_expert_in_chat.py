@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
-from app.agent.expert import ASK_EXPERT
 from app.agent.expert.agent import expert_prompt
 from app.agent.expert.findings import FOR_MAIN_AGENT
 from app.agent.memory.state import MemoryContext
 from app.agent.messages import message_text
+from app.agent.tools import ASK_EXPERT
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.chat.types import TurnRequest

@@ -5,7 +5,7 @@ import ssl
 import pytest
 from pydantic import SecretStr
 
-from app.agent.expert import ask_expert_tool
+from app.agent.expert.agent import ask_expert_tool
 from app.agent.expert.fetch import FetchRefused, PageFetcher, is_public, parse_address
 from app.agent.expert.search import SearchResult, SearxngBackend, TavilyBackend, search_backend
 from app.settings import ExpertSettings, Settings

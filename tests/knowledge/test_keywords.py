@@ -4,6 +4,7 @@ passages in, and knowledge bases opened from settings."""
 import socket
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.settings import KnowledgeSettings
@@ -167,3 +168,13 @@ def test_search_options_are_fixed_and_with_options_makes_a_view(
     assert dense.knowledge is knowledge_base.knowledge
     query = "export transactions to a CSV file"
     assert knowledge_base.search(query, 1)[0].score > dense.search(query, 1)[0].score
+
+
+def test_wordllama_keeps_its_rows_in_float16_and_embeds_as_in_float32() -> None:
+    from wordllama.inference import WordLlamaInference
+
+    model = wordllama()
+    assert model.embedding.dtype == np.float16
+    in_float32 = WordLlamaInference(model.embedding, model.tokenizer)  # the library's copy
+    texts = ["Reconcile a bank statement", "Rechnung stornieren", ""]
+    assert np.array_equal(model.embed(texts), in_float32.embed(texts))

@@ -10,9 +10,10 @@ import pytest
 from qdrant_client import QdrantClient
 
 from app.settings import KnowledgeSettings
-from knowledge.client import KnowledgeClient, QdrantClientStore
+from knowledge.client import KnowledgeClient
 from knowledge.embeddings import get_embedder
 from knowledge.ingest import Ingester
+from knowledge.qdrant_server import QdrantClientStore
 from knowledge.stats import collection_stats
 from knowledge.store import KnowledgeBase
 from tests.knowledge.conftest import copy_pages

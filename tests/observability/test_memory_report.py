@@ -20,7 +20,7 @@ def _begun(note_members: dict[str, list[int]] | None = None) -> BegunTurn:
         HumanMessage("And invoices?", id="5"),
     ]
     return BegunTurn(
-        Conversation(key="k"), Turn(number=3), {"messages": messages}, note_members or {}, 0
+        Conversation(key="k"), Turn(number=3), {"messages": messages}, note_members or {}, 0, 5, 0
     )
 
 

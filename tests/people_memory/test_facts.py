@@ -77,7 +77,7 @@ def test_the_turn_report_names_the_remembered_items_it_showed() -> None:
     from app.chat.turn import memory_report
     from app.db.models import Conversation, Turn
 
-    begun = BegunTurn(Conversation(key="k"), Turn(number=1), {"messages": []}, {}, 0)
+    begun = BegunTurn(Conversation(key="k"), Turn(number=1), {"messages": []}, {}, 0, 0, 0)
     report = memory_report(begun, None, summaries=0, remembered=(4, 9))
     assert report.tags() == ["memory:remembered"]
     assert report.metadata()["memory_people_items"] == "4,9"

@@ -112,7 +112,9 @@ async def test_a_telegram_chat_shares_what_others_said_and_memory_can_be_off(
     people = PeopleMemory(settings.memory)
     sessions = pg_sessions
     ann = telegram_scope(-100, 1)
-    await people.write(sessions, ann, "telegram:-100", "Ann", None, summary, folded={"3", "5"})
+    async with sessions() as session:
+        await people.write(session, ann, "telegram:-100", "Ann", None, summary, folded={"3", "5"})
+        await session.commit()
     async with sessions() as session:
         kept = {
             (i.scope, i.text) for i in await store.active_items(session, [ann, "telegram|-100|*"])

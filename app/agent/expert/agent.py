@@ -43,10 +43,10 @@ from app.agent.expert.tools import (
     web_search_tool,
 )
 from app.agent.models import OFFLINE, build_chat_model
+from app.agent.tools import ASK_EXPERT
 from app.observability.calls import PURPOSE_KEY
 from app.settings import ExpertSettings, Settings
 
-ASK_EXPERT = "ask_expert"
 EXPERT_RUN_NAME = "expert"
 
 
