@@ -225,12 +225,18 @@ class Runtime:
         # On anyio's worker threads, as the HTTP server runs its own blocking work: its
         # asyncio backend (75 ms of imports) then loads here, not on the first request.
         self._warming = asyncio.ensure_future(anyio.to_thread.run_sync(self.warm_up))
-        if not warm_in_background:
+        if warm_in_background:
+            self._warming.add_done_callback(_log_failed_warm_up)
+        else:
             await self._warming
 
     @property
     def warmed_up(self) -> bool:
-        return self._warming is not None and self._warming.done()
+        """What the first turn needs is loaded (a failure to load it leaves this False)."""
+        warming = self._warming
+        if warming is None or not warming.done() or warming.cancelled():
+            return False
+        return warming.exception() is None
 
     def sweep_periodically(self) -> None:
         """Close turns a gone process left `running` every `chat.orphan_sweep_seconds`, on
@@ -279,6 +285,11 @@ class Runtime:
         self.tracer.close()
         self.knowledge_client.release()
         await self.engine.dispose()
+
+
+def _log_failed_warm_up(warming: "asyncio.Future[None]") -> None:
+    if not warming.cancelled() and (error := warming.exception()) is not None:
+        log.error("start-up could not load what the first turn needs: %r", error)
 
 
 def run_langsmith_hooks_inline() -> None:
