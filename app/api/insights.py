@@ -5,13 +5,13 @@ from datetime import UTC, date, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
-from pydantic import BaseModel
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from app.api.auth import CallerDep
 from app.api.deps import RuntimeDep
 from app.api.errors import documented
 from app.api.schemas import UtcDatetime
-from app.insights.gaps import BadPeriod, GapReport, GapReporter, parse_period, reporter_for
+from app.insights.gaps import BadPeriod, GapReporter, parse_period, reporter_for
 from app.insights.outcomes import outcome_report
 
 router = APIRouter(prefix="/v1/insights", tags=["insights"])
@@ -57,24 +57,30 @@ def period(since: Since, reporter: ReporterDep) -> tuple[datetime, datetime]:
 Period = Annotated[tuple[datetime, datetime], Depends(period)]
 
 
-class PageOut(BaseModel):
+class _FromReport(BaseModel):
+    """Read from the report's dataclasses by attribute (pydantic's `from_attributes`)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+class PageOut(_FromReport):
     title: str
     source: str
     similarity: float
 
 
-class QuestionOut(BaseModel):
+class QuestionOut(_FromReport):
     question: str
     outcome: str
     conversation_key: str
     turn: int
     transcript: str  # GET it for the whole conversation
-    asked_at: UtcDatetime
+    asked_at: UtcDatetime = Field(validation_alias=AliasChoices("asked_at", "started_at"))
     comment: str | None  # the 👎's comment
     handoff_reason: str | None  # for a turn handed to a person: asked, model, not_found
 
 
-class GapGroupOut(BaseModel):
+class GapGroupOut(_FromReport):
     name: str
     words: list[str]
     count: int
@@ -86,50 +92,13 @@ class GapGroupOut(BaseModel):
     cost_usd: float
 
 
-class GapReportOut(BaseModel):
+class GapReportOut(_FromReport):
     since: UtcDatetime
     until: UtcDatetime
     questions: int
     total_groups: int
     offset: int
     groups: list[GapGroupOut]
-
-    @classmethod
-    def of(cls, report: GapReport) -> "GapReportOut":
-        groups = [
-            GapGroupOut(
-                name=group.name,
-                words=group.words,
-                count=group.count,
-                previous=group.previous,
-                trend=group.trend,
-                outcomes=group.outcomes,
-                examples=[
-                    QuestionOut(
-                        question=turn.question,
-                        outcome=turn.outcome,
-                        conversation_key=turn.conversation_key,
-                        turn=turn.turn,
-                        transcript=turn.transcript,
-                        asked_at=turn.started_at,
-                        comment=turn.comment,
-                        handoff_reason=turn.handoff_reason,
-                    )
-                    for turn in group.examples
-                ],
-                pages=[PageOut(**vars(page)) for page in group.pages],
-                cost_usd=group.cost_usd,
-            )
-            for group in report.groups
-        ]
-        return cls(
-            since=report.since,
-            until=report.until,
-            questions=report.questions,
-            total_groups=report.total_groups,
-            offset=report.offset,
-            groups=groups,
-        )
 
 
 class DayOut(BaseModel):
@@ -166,7 +135,7 @@ async def gaps(
     research, handed to a person) or answered with a 👎, grouped by topic, the largest
     group first; each with its trend against the previous period, examples linked to
     their transcripts, the closest pages and the cost. Computed once per minute and period."""
-    return GapReportOut.of(await reporter.report(*when, prefix, offset, limit))
+    return GapReportOut.model_validate(await reporter.report(*when, prefix, offset, limit))
 
 
 @router.get("/outcomes", responses=documented(401, 403, 422))
