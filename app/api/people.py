@@ -63,12 +63,7 @@ async def get_memory(scope: ScopeDep, runtime: RuntimeDep) -> list[MemoryItemOut
 async def forget_memory(scope: ScopeDep, runtime: RuntimeDep) -> ForgottenOut:
     """Forget the person: their items go, and so do their words from the archives that
     recall_history searches."""
-    async with runtime.sessions() as session:
-        forgotten = await store.forget(session, scope)
-        await session.commit()
-    if not forgotten:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, NOT_REMEMBERED)
-    return ForgottenOut(forgotten=forgotten)
+    return await _forget(runtime, scope, None, NOT_REMEMBERED)
 
 
 @router.delete(
@@ -78,9 +73,15 @@ async def forget_memory(scope: ScopeDep, runtime: RuntimeDep) -> ForgottenOut:
 )
 async def forget_item(scope: ScopeDep, item: ItemId, runtime: RuntimeDep) -> ForgottenOut:
     """Forget one item (and the older statements it replaced), its words with it."""
+    return await _forget(runtime, scope, item, "no such item in this person's memory")
+
+
+async def _forget(runtime: RuntimeDep, scope: str, item: int | None, missing: str) -> ForgottenOut:
+    """`store.forget` of the scope (one item, or all); 404 saying `missing` when nothing
+    went."""
     async with runtime.sessions() as session:
         forgotten = await store.forget(session, scope, item)
         await session.commit()
     if not forgotten:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such item in this person's memory")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, missing)
     return ForgottenOut(forgotten=forgotten)
