@@ -30,9 +30,27 @@
     return r.ok ? (await r.json()).name : null;
   }
 
+  // The sign-in form's fields, built here so that every staff page has the same form.
+  function fillSignInForm(form) {
+    var label = el("label", "Staff token");
+    label.htmlFor = "sb-token";
+    var input = el("input");
+    input.id = "sb-token";
+    input.type = "password";
+    input.autocomplete = "current-password";
+    input.required = true;
+    var button = el("button", "Sign in");
+    button.type = "submit";
+    var error = el("p", null, "sb-error");
+    error.id = "sb-login-error";
+    error.setAttribute("role", "alert");
+    form.replaceChildren(label, input, button, error);
+  }
+
   // The page's sign-in: `show(name)` once a stored or typed-in token is accepted.
   function signIn(show) {
     var form = document.getElementById("sb-login");
+    fillSignInForm(form);
     form.addEventListener("submit", async function (e) {
       e.preventDefault();
       localStorage.setItem(TOKEN_KEY, document.getElementById("sb-token").value.trim());
