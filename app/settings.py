@@ -698,11 +698,11 @@ class DecisionSettings(BaseModel):
     model_config = {"frozen": True}  # hashable: one decider per settings in a process
 
     person_confidence: float = Field(
-        0.3,
+        0.5,
         ge=0,
         le=1,
         description="probability with which a message must read as a request for a person "
-        "to open a handoff, with the offline model",
+        "(the person head: a person asked for at all) to open a handoff, with the offline model",
     )
     person_confidence_before_model: float = Field(
         0.8,
@@ -720,7 +720,7 @@ class DecisionSettings(BaseModel):
         '("… I\'d rather go through it with one of your people")',
     )
     smalltalk_confidence: float = Field(
-        0.5,
+        0.8,
         ge=0,
         le=1,
         description="probability with which a message must read as small talk (a greeting or "

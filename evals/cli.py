@@ -321,10 +321,16 @@ def decisions(
         examples = load_decision_examples()
         rows = cross_validate(decider, examples, folds)
         _print_decisions(console, f"{folds}-fold cross-validation on the examples", rows, settings)
-        for intent in ("person", "smalltalk", "bot"):
-            sweep = Table("probability ≥", f"{intent} given", "questions given", title=intent)
-            for threshold, wanted, questions in threshold_sweep(rows, intent, SWEEP):
-                sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions))
+        for intent, other in (("person", "bot"), ("smalltalk", "person"), ("bot", "person")):
+            sweep = Table(
+                "probability ≥",
+                f"{intent} given",
+                "questions given",
+                f"{other} examples given",
+                title=intent,
+            )
+            for threshold, wanted, questions, others in threshold_sweep(rows, intent, SWEEP):
+                sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions), str(others))
             console.print(sweep)
         whole = settings.decisions.person_confidence
         sweep = Table(

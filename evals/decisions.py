@@ -26,13 +26,13 @@ import numpy as np
 import yaml
 
 from app.decisions.decider import Decision, MessageDecider, person_in_clauses
-from app.decisions.intent import EXAMPLES, SoftmaxRegression
+from app.decisions.intent import EXAMPLES, IntentModel
 from knowledge.embeddings import Embedder
 from knowledge.relevance import RelevanceThresholds, best_similarity
 from knowledge.types import Retriever
 
 HELDOUT = Path(__file__).with_name("decisions") / "heldout.yaml"
-QUESTION, PERSON, SMALLTALK = "question", "person", "smalltalk"
+QUESTION, PERSON, SMALLTALK, BOT = "question", "person", "smalltalk", "bot"
 ALL = "all"
 
 
@@ -192,7 +192,7 @@ def _decided(
 def cross_validate(
     decider: MessageDecider, messages: Sequence[LabelledMessage], folds: int = 10
 ) -> list[Decided]:
-    """Each example decided with a classifier fitted on the other folds (the extra
+    """Each example decided with both decisions fitted on the other folds (the extra
     languages' questions are only decided), under the decider's thresholds."""
     embedder = decider.classifier.embedder
     vectors = np.stack([embedder.embed_query(m.text) for m in messages])
@@ -201,41 +201,53 @@ def cross_validate(
     rows: list[Decided] = []
     for k in range(folds):
         fit = np.flatnonzero((fold != k) & trainable)
-        model = SoftmaxRegression(vectors[fit], [messages[int(i)].intent for i in fit])
+        model = IntentModel(vectors[fit], [messages[int(i)].intent for i in fit])
         for i in map(int, np.flatnonzero(fold == k)):
-            probabilities = model.predict(vectors[i])
-            label = max(probabilities, key=probabilities.__getitem__)
+            intent = model.read(vectors[i])
             guess = decider.language(messages[i].text)
             person_clause = person_in_clauses(
-                messages[i].text, probabilities, _reader(model, embedder)
+                messages[i].text, intent.person, _reader(model, embedder), decider.sure_of_person
             )
             decision = Decision(
-                label, probabilities[label], guess.language, guess.confidence, person_clause
+                intent.label,
+                intent.confidence,
+                guess.language,
+                guess.confidence,
+                person_clause,
+                intent.person,
             )
             rows.append(_decided(decider, messages[i], decision, None))
     return rows
 
 
-def _reader(model: SoftmaxRegression, embedder: Embedder) -> Callable[[str], dict[str, float]]:
-    """A fold's classifier as the decider reads a clause."""
-    return lambda text: model.predict(embedder.embed_query(text))
+def _reader(model: IntentModel, embedder: Embedder) -> Callable[[str], float]:
+    """A fold's person head as the decider reads a clause."""
+    return lambda text: model.person_probability(embedder.embed_query(text))
 
 
 def threshold_sweep(
     rows: Sequence[Decided], intent: str, thresholds: Sequence[float]
-) -> list[tuple[float, Share, Share]]:
-    """For each threshold: the messages of `intent` given it at that probability, and the
-    questions given it (what a threshold is chosen from)."""
-    wanted = [r for r in rows if r.message.intent == intent]
-    questions = [r for r in rows if r.message.intent == QUESTION]
+) -> list[tuple[float, Share, Share, Share]]:
+    """For each threshold: the messages of `intent` given it at that probability, the
+    questions given it, and the look-alikes given it (what a threshold is chosen from):
+    for a person the "bot back" examples (out of a handoff they hand over: the second
+    decision gives the bot back), for the bot back the requests for a person (refusals of
+    the bot among them), for small talk the requests for a person."""
+    other = BOT if intent == PERSON else PERSON
 
-    def given(rows: list[Decided], threshold: float) -> Share:
-        return Share(
-            sum(r.decision.intent == intent and r.decision.confidence >= threshold for r in rows),
-            len(rows),
+    def given(intent_of: str, threshold: float) -> Share:
+        return _share(
+            [r for r in rows if r.message.intent == intent_of],
+            lambda r: _reads_as(r.decision, intent, threshold),
         )
 
-    return [(t, given(wanted, t), given(questions, t)) for t in thresholds]
+    return [(t, given(intent, t), given(QUESTION, t), given(other, t)) for t in thresholds]
+
+
+def _reads_as(decision: Decision, intent: str, threshold: float) -> bool:
+    if intent == PERSON:  # the person head
+        return decision.person >= threshold
+    return decision.intent == intent and decision.confidence >= threshold
 
 
 def clause_sweep(
@@ -248,8 +260,7 @@ def clause_sweep(
         return _share(
             [r for r in rows if r.message.intent == intent],
             lambda r: (
-                (r.decision.intent == PERSON and r.decision.confidence >= whole)
-                or r.decision.person_clause >= threshold
+                r.decision.person >= whole or r.decision.person_clause >= max(threshold, whole)
             ),
         )
 

@@ -32,7 +32,6 @@ from app.chat.types import TurnReply, TurnRequest
 from app.db import queries
 from app.db.models import Conversation, Handoff, LLMCall, Message, Turn
 from app.decisions.decider import Decision, MessageDecider, decider_for
-from app.decisions.intent import PERSON
 from app.handoff import metrics, store
 from app.handoff.card import HandoffCard, build_card, summarize_for_card
 from app.handoff.hours import next_shift_start
@@ -190,8 +189,8 @@ class HandoffService:
     def _how_sure(self, decision: Decision) -> str:
         """What the card says of the decision, for the staff member who reads it."""
         needed = self.decider.person_threshold(model_decides=self._model_decides)
-        if decision.intent == PERSON:
-            read = f"read as a request for a person with probability {decision.confidence:.2f}"
+        if decision.person >= needed:
+            read = f"read as a request for a person with probability {decision.person:.2f}"
         else:
             needed = max(needed, self.decider.settings.person_clause_confidence)
             read = (
