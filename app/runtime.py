@@ -35,6 +35,7 @@ from app.agent.models import (
     StepLimitMiddleware,
     build_chat_model,
     model_fault_middleware,
+    warm_up_chat_model,
 )
 from app.agent.offline import OfflineChatModel
 from app.agent.tools import knowledge_search_tool, tool_retry_middleware
@@ -165,6 +166,7 @@ class Runtime:
     agents: Callable[[str], Runnable[Any, Any]]  # the compiled agent of a memory profile
     decider: MessageDecider  # what a message is (app/decisions)
     idle: IdleWriter  # people's memory written when a conversation goes idle
+    model: BaseChatModel | None = None  # the agents' model, loaded by `warm_up`
     _idle_checks: "asyncio.Task[None] | None" = field(default=None, init=False)
     # The periodic close of orphaned turns (`sweep_periodically`).
     _sweep: "asyncio.Task[None] | None" = field(default=None, init=False)
@@ -207,6 +209,7 @@ class Runtime:
             agents,
             decider,
             idle,
+            model,
         )
 
     async def start(self, *, warm_in_background: bool = False) -> None:
@@ -247,8 +250,9 @@ class Runtime:
 
     def warm_up(self) -> None:
         """The tokenizer's tables, the audiences' compiled agents, LangChain's callback
-        set-up, the decider's classifier (fitted on its examples), the language model, and
-        one search (the BM25 index of the collection and WordLlama are built on the first).
+        set-up, the decider's classifier (fitted on its examples), the language model, the
+        chat model's reply parsing (an OpenAI-compatible endpoint's), and one search (the
+        BM25 index of the collection and WordLlama are built on the first).
         A failure is logged: the first turn then loads what is missing, as it would
         without this."""
         started = time.perf_counter()
@@ -257,6 +261,8 @@ class Runtime:
         RunnableLambda(len).invoke(WARM_UP_QUESTION)  # imports the tracers' context modules
         for audience in AUDIENCES:
             self.agents(self.settings.profiles.by_audience[audience])
+        if self.model is not None:
+            warm_up_chat_model(self.model)
         try:
             self.knowledge.search(WARM_UP_QUESTION, self.settings.knowledge.top_k)
         except Exception as error:  # a store that is down is reported by readiness

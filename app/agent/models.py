@@ -65,6 +65,58 @@ def build_chat_model(
     return init_chat_model(name, temperature=llm.temperature, timeout=llm.timeout_seconds, **extra)
 
 
+def warm_up_chat_model(model: BaseChatModel) -> None:
+    """Read a reply and a streamed chunk as a call to an OpenAI-compatible endpoint would,
+    without calling it (start-up does this before readiness): the SDK's response types
+    complete their pydantic schemas when the first reply is parsed, ~25 ms of CPU on the
+    first turn otherwise. Nothing for another model."""
+    if not isinstance(getattr(model, "async_client", None), PlainJsonCompletions):
+        return
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    reply = ChatCompletion.model_construct(**_SAMPLE_REPLY)
+    model._create_chat_result(reply)  # type: ignore[attr-defined]
+    ChatCompletionChunk.model_construct(**_SAMPLE_CHUNK)
+
+
+_SAMPLE_USAGE: dict[str, Any] = {
+    "prompt_tokens": 2,
+    "completion_tokens": 1,
+    "total_tokens": 3,
+    "prompt_tokens_details": {"cached_tokens": 0},
+    "completion_tokens_details": {"reasoning_tokens": 0},
+}
+_SAMPLE_CALL: dict[str, Any] = {
+    "id": "call_0",
+    "type": "function",
+    "function": {"name": "f", "arguments": "{}"},
+}
+# A chat.completion with a tool call and usage, and a chunk of a streamed one: what parsing
+# the first replies builds (`warm_up_chat_model`).
+_SAMPLE_REPLY: dict[str, Any] = {
+    "id": "warm-up",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "warm-up",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "", "tool_calls": [_SAMPLE_CALL]},
+            "finish_reason": "tool_calls",
+        }
+    ],
+    "usage": _SAMPLE_USAGE,
+}
+_SAMPLE_CHUNK: dict[str, Any] = {
+    "id": "warm-up",
+    "object": "chat.completion.chunk",
+    "created": 0,
+    "model": "warm-up",
+    "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **_SAMPLE_CALL}]}}],
+    "usage": _SAMPLE_USAGE,
+}
+
+
 # Per-request options the plain path does not take: a call with one goes through `create`.
 _SDK_ONLY_OPTIONS = frozenset({"extra_query", "extra_body", "timeout"})
 

@@ -3,6 +3,8 @@ reads the same reply, without the SDK's walk over the typed body (see
 `app.agent.models.PlainJsonCompletions`); against the scripted provider."""
 
 import asyncio
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -91,3 +93,23 @@ def test_the_request_and_the_reply_are_the_sdks(calling: str) -> None:
     for ours, sdks in zip(replies[:2], replies[2:], strict=True):
         _same_reply(ours, sdks)
     assert replies[0].tool_calls and replies[1].content
+
+
+def test_start_up_builds_the_reply_types_the_first_call_would() -> None:
+    """`warm_up_chat_model` completes the SDK's response models (pydantic builds them on
+    first use); in a fresh interpreter, as any earlier parse in this one builds them too."""
+    script = (
+        "from openai.types.chat import ChatCompletion, ChatCompletionChunk\n"
+        "from pydantic import SecretStr\n"
+        "from app.agent.models import build_chat_model, warm_up_chat_model\n"
+        "from app.settings import LLMSettings\n"
+        "llm = LLMSettings(base_url='http://127.0.0.1:9/v1', api_key=SecretStr('k'))\n"
+        "model = build_chat_model('scripted', llm)\n"
+        "assert not ChatCompletion.__pydantic_complete__\n"
+        "warm_up_chat_model(model)\n"
+        "assert ChatCompletion.__pydantic_complete__\n"
+        "assert ChatCompletionChunk.__pydantic_complete__\n"
+        "warm_up_chat_model(build_chat_model('offline', llm))  # nothing to do\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
