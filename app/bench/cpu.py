@@ -160,7 +160,9 @@ def run(
                     body = {
                         "audience": "client",
                         "author": "bench user",
-                        "text": QUESTIONS[turn % len(QUESTIONS)],
+                        # Numbered, so that no turn finds its text in a cache (the
+                        # query embedding, token counts) an earlier turn filled.
+                        "text": f"{QUESTIONS[turn % len(QUESTIONS)]} (question {turn + 1})",
                     }
                     url = f"{server.base_url}/v1/conversations/{keys[server.pid]}/messages"
                     before = process_cpu_seconds(server.pid)
