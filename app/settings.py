@@ -733,6 +733,16 @@ class DecisionSettings(BaseModel):
         description="probability with which a message must read as 'no, I just have a "
         "question' to close a handoff nobody has claimed yet and give the bot back",
     )
+    noisy_copies: int = Field(
+        0,
+        ge=0,
+        le=5,
+        description="misspelled copies of each labelled example fitted with it (dropped, "
+        "swapped, doubled letters, keyboard neighbours), weighing together as much as the "
+        "example, so that a message with typos reads as its intent; each copy costs one more "
+        "embedding of the examples when the classifier is first fitted (then kept in the "
+        "cache folder). Off by default: see docs/benchmarks.md (Decisions)",
+    )
     expected_languages: tuple[str, ...] = Field(
         ("en", "ru", "de"),
         description="languages the users are expected to write in (ISO 639-1): a message too "

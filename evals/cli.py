@@ -286,6 +286,21 @@ def decisions(
             "many folds and sweep its thresholds (how they were chosen)"
         ),
     ] = 0,
+    noisy_copies: Annotated[
+        int | None,
+        typer.Option(
+            help="with --folds: misspelled copies of each example fitted with it (default: "
+            "the setting decisions.noisy_copies)"
+        ),
+    ] = None,
+    noise_rate: Annotated[
+        float | None,
+        typer.Option(help="with --folds: the share of a fitted copy's words misspelled"),
+    ] = None,
+    heldout_noise_rate: Annotated[
+        float,
+        typer.Option(help="with --folds: the share of a held-out example's words misspelled"),
+    ] = 0.3,
     search: Annotated[
         bool,
         typer.Option(
@@ -305,6 +320,7 @@ def decisions(
     from app.settings import get_settings
     from evals.decisions import (
         HELDOUT,
+        HELDOUT_NOISE_VERSIONS,
         clause_sweep,
         cross_validate,
         decide_all,
@@ -319,8 +335,15 @@ def decisions(
     decider = decider_for(settings.knowledge.embedder, settings.decisions)
     if folds:
         examples = load_decision_examples()
-        rows = cross_validate(decider, examples, folds)
-        _print_decisions(console, f"{folds}-fold cross-validation on the examples", rows, settings)
+        validated = cross_validate(
+            decider, examples, folds, noisy_copies, noise_rate, heldout_noise_rate
+        )
+        rows = validated.clean
+        copies = decider.classifier.noisy_copies if noisy_copies is None else noisy_copies
+        rate = decider.classifier.noise_rate if noise_rate is None else noise_rate
+        fitted = f"fitted with {copies} misspelled copies an example at {rate}" if copies else ""
+        title = f"{folds}-fold cross-validation on the examples" + (f", {fitted}" if fitted else "")
+        _print_decisions(console, title, rows, settings)
         for intent, other in (("person", "bot"), ("smalltalk", "person"), ("bot", "person")):
             sweep = Table(
                 "probability ≥",
@@ -337,6 +360,19 @@ def decisions(
             "a clause's probability ≥", "person given", "questions given", title="person by clause"
         )
         for threshold, wanted, questions in clause_sweep(rows, whole, SWEEP):
+            sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions))
+        console.print(sweep)
+        _print_decisions(
+            console,
+            f"the same folds, {HELDOUT_NOISE_VERSIONS} misspelled versions of each held-out "
+            f"example at {heldout_noise_rate}",
+            validated.noisy,
+            settings,
+        )
+        sweep = Table(
+            "probability ≥", "person given", "questions given", title="person, misspelled"
+        )
+        for threshold, wanted, questions, _ in threshold_sweep(validated.noisy, "person", SWEEP):
             sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions))
         console.print(sweep)
         return

@@ -16,18 +16,21 @@ knowledge base's relevance threshold. Per language it reports:
 - **language identification** accuracy.
 
 `--folds N` instead cross-validates the intent classifier on its own examples (the
-calibration set, app/decisions/examples.yaml), which is how its thresholds were chosen."""
+calibration set, app/decisions/examples.yaml), which is how its thresholds were chosen; and
+on misspelled versions of the held-out examples (how the misspelled copies fitted with the
+examples were chosen: `--noisy-copies`, `--noise-rate`)."""
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 from app.decisions.decider import Decision, MessageDecider, person_in_clauses
-from app.decisions.intent import EXAMPLES, IntentModel
-from knowledge.embeddings import Embedder
+from app.decisions.intent import EXAMPLES, NOISE_SEED, IntentModel
+from app.decisions.noise import misspelled_copies
+from knowledge.embeddings import Embedder, Vectors
 from knowledge.relevance import RelevanceThresholds, best_similarity
 from knowledge.types import Retriever
 
@@ -178,46 +181,103 @@ def _decided(
     message: LabelledMessage,
     decision: Decision,
     not_in_docs: bool | None,
+    read: Callable[[str], str] | None = None,
 ) -> Decided:
     return Decided(
         message,
         decision,
         decider.hands_over(decision, model_decides=False),
         decider.hands_over(decision, model_decides=True),
-        decider.is_smalltalk(decision, message.text),
+        decider.is_smalltalk(decision, message.text, read),
         not_in_docs,
     )
 
 
+# The held-out folds' misspelled versions (app/decisions/noise.py): seeds other than the
+# fit's copies', and how many versions of each held-out example.
+HELDOUT_NOISE_SEED = 1000
+HELDOUT_NOISE_VERSIONS = 2
+HELDOUT_NOISE_RATE = 0.3
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    clean: list[Decided]  # each example, held out
+    noisy: list[Decided]  # misspelled versions of each held-out example
+
+
 def cross_validate(
-    decider: MessageDecider, messages: Sequence[LabelledMessage], folds: int = 10
-) -> list[Decided]:
+    decider: MessageDecider,
+    messages: Sequence[LabelledMessage],
+    folds: int = 10,
+    copies: int | None = None,
+    rate: float | None = None,
+    heldout_rate: float = HELDOUT_NOISE_RATE,
+) -> CrossValidation:
     """Each example decided with both decisions fitted on the other folds (the extra
-    languages' questions are only decided), under the decider's thresholds."""
+    languages' questions are only decided), under the decider's thresholds; and
+    `HELDOUT_NOISE_VERSIONS` misspelled versions of it (at `heldout_rate`) by the same fit.
+    Each fold's fit takes the misspelled copies (`copies` of each example at `rate`, by
+    default the decider's) of its own examples only."""
     embedder = decider.classifier.embedder
+    copies = decider.classifier.noisy_copies if copies is None else copies
+    rate = decider.classifier.noise_rate if rate is None else rate
     vectors = np.stack([embedder.embed_query(m.text) for m in messages])
     fold = np.arange(len(messages)) % folds
     trainable = np.array([not m.id.startswith("language-") for m in messages])
-    rows: list[Decided] = []
+    copied = {
+        i: np.stack(
+            [embedder.embed_query(t) for t in misspelled_copies(m.text, copies, NOISE_SEED, rate)]
+        )
+        for i, m in enumerate(messages)
+        if copies and trainable[i]
+    }
+    versions = {
+        i: [
+            (replace(m, id=f"{m.id}~{n}", text=text), embedder.embed_query(text))
+            for n, text in enumerate(
+                misspelled_copies(m.text, HELDOUT_NOISE_VERSIONS, HELDOUT_NOISE_SEED, heldout_rate)
+            )
+        ]
+        for i, m in enumerate(messages)
+    }
+    clean: list[Decided] = []
+    noisy: list[Decided] = []
     for k in range(folds):
-        fit = np.flatnonzero((fold != k) & trainable)
-        model = IntentModel(vectors[fit], [messages[int(i)].intent for i in fit])
+        fit = [int(i) for i in np.flatnonzero((fold != k) & trainable)]
+        fitted = [vectors[fit], *(copied[i] for i in fit if i in copied)]
+        labels = [messages[i].intent for i in fit]
+        labels += [messages[i].intent for i in fit if i in copied for _ in range(copies)]
+        weights = np.ones(len(labels))
+        weights[len(fit) :] = 1 / copies if copies else 1.0  # as in the service's fit
+        model = IntentModel(np.concatenate(fitted), labels, weights)
         for i in map(int, np.flatnonzero(fold == k)):
-            intent = model.read(vectors[i])
-            guess = decider.language(messages[i].text)
-            person_clause = person_in_clauses(
-                messages[i].text, intent.person, _reader(model, embedder), decider.sure_of_person
-            )
-            decision = Decision(
-                intent.label,
-                intent.confidence,
-                guess.language,
-                guess.confidence,
-                person_clause,
-                intent.person,
-            )
-            rows.append(_decided(decider, messages[i], decision, None))
-    return rows
+            clean.append(_held_out(decider, model, messages[i], vectors[i]))
+            noisy += [_held_out(decider, model, m, v) for m, v in versions[i]]
+    return CrossValidation(clean, noisy)
+
+
+def _held_out(
+    decider: MessageDecider, model: IntentModel, message: LabelledMessage, vector: Vectors
+) -> Decided:
+    """A message decided as the decider would, by a fold's fit (its clauses too)."""
+    embedder = decider.classifier.embedder
+    intent = model.read(vector)
+    guess = decider.language(message.text)
+    person_clause = person_in_clauses(
+        message.text, intent.person, _reader(model, embedder), decider.sure_of_person
+    )
+    decision = Decision(
+        intent.label,
+        intent.confidence,
+        guess.language,
+        guess.confidence,
+        person_clause,
+        intent.person,
+    )
+    return _decided(
+        decider, message, decision, None, lambda part: model.read(embedder.embed_query(part)).label
+    )
 
 
 def _reader(model: IntentModel, embedder: Embedder) -> Callable[[str], float]:

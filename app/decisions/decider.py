@@ -84,15 +84,19 @@ class MessageDecider:
             decision.person_clause >= max(needed, self.settings.person_clause_confidence)
         )
 
-    def is_smalltalk(self, decision: Decision, text: str) -> bool:
+    def is_smalltalk(
+        self, decision: Decision, text: str, read: Callable[[str], str] | None = None
+    ) -> bool:
         """Small talk asks nothing in any part: "Thanks, but it still fails" reads as
         thanks as a whole, its second clause as a problem. A problem answered with a
         pleasantry costs more than a greeting that gets searched, so every clause of
         two words or more must read as small talk too ("Danke, aber klappt immer noch
-        nicht": its one clause of two words or more is read too)."""
+        nicht": its one clause of two words or more is read too). `read`: a clause's
+        intent (by default the classifier's; cross-validation passes a fold's fit)."""
         if decision.intent != SMALLTALK or decision.confidence < self.settings.smalltalk_confidence:
             return False
-        return all(self.classifier.classify(part).label == SMALLTALK for part in pieces(text))
+        label = read or (lambda part: self.classifier.classify(part).label)
+        return all(label(part) == SMALLTALK for part in pieces(text))
 
     def gives_bot_back(self, decision: Decision) -> bool:
         return (
@@ -132,6 +136,9 @@ def decider_for(
     vectors kept in `cache_folder`, by default the user's cache folder)."""
     folder = cache_folder or default_cache_folder()
     classifier = IntentClassifier(
-        get_embedder(embedder, folder), load_examples(), GraphCache(folder)
+        get_embedder(embedder, folder),
+        load_examples(),
+        GraphCache(folder),
+        noisy_copies=settings.noisy_copies,
     )
     return MessageDecider(settings, classifier)
