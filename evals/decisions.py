@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from app.decisions.decider import Decision, MessageDecider, person_in_clauses
+from app.decisions.decider import Decision, MessageDecider
 from app.decisions.intent import EXAMPLES, NOISE_SEED, IntentModel
 from app.decisions.noise import misspelled_copies
 from knowledge.embeddings import Embedder, Vectors
@@ -262,19 +262,7 @@ def _held_out(
 ) -> Decided:
     """A message decided as the decider would, by a fold's fit (its clauses too)."""
     embedder = decider.classifier.embedder
-    intent = model.read(vector)
-    guess = decider.language(message.text)
-    person_clause = person_in_clauses(
-        message.text, intent.person, _reader(model, embedder), decider.sure_of_person
-    )
-    decision = Decision(
-        intent.label,
-        intent.confidence,
-        guess.language,
-        guess.confidence,
-        person_clause,
-        intent.person,
-    )
+    decision = decider.decision(message.text, model.read(vector), _reader(model, embedder))
     return _decided(
         decider, message, decision, None, lambda part: model.read(embedder.embed_query(part)).label
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from app.decisions.intent import BOT, SMALLTALK, IntentClassifier, load_examples
+from app.decisions.intent import BOT, SMALLTALK, Intent, IntentClassifier, load_examples
 from app.settings import DecisionSettings
 from knowledge.embeddings import Vectors, get_embedder
 from knowledge.graph_cache import GraphCache, default_cache_folder
@@ -44,10 +44,13 @@ class MessageDecider:
 
     def decide(self, text: str, vector: Vectors | None = None) -> Decision:
         intent = self.classifier.classify(text, vector)
+        return self.decision(text, intent, self.classifier.person_probability)
+
+    def decision(self, text: str, intent: Intent, read_person: Callable[[str], float]) -> Decision:
+        """The decision on `text` read as `intent`, its clauses by `read_person` (the
+        service's person head, or a cross-validation fold's)."""
         guess = self.language(text)
-        person_clause = person_in_clauses(
-            text, intent.person, self.classifier.person_probability, self.sure_of_person
-        )
+        person_clause = person_in_clauses(text, intent.person, read_person, self.sure_of_person)
         return Decision(
             intent.label,
             intent.confidence,
