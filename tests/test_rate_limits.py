@@ -31,7 +31,7 @@ def test_a_shared_storage_must_be_async_with_sliding_windows() -> None:
 
 
 async def test_limits_through_a_shared_storage_uri() -> None:
-    settings = ApiSettings(rate_limit_storage_url="async+memory://", caller_rate="1/minute")
+    settings = ApiSettings(rate_limit_storage_url="async+memory://", caller_rate="1/hour")
     limits = TurnLimits(settings, metrics_enabled=False)
     await limits.take("a", "backend:shop")
     with pytest.raises(HTTPException) as refused:
