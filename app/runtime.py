@@ -166,7 +166,7 @@ class Runtime:
     agents: Callable[[str], Runnable[Any, Any]]  # the compiled agent of a memory profile
     decider: MessageDecider  # what a message is (app/decisions)
     idle: IdleWriter  # people's memory written when a conversation goes idle
-    model: BaseChatModel | None = None  # the agents' model, loaded by `warm_up`
+    model: BaseChatModel | None = None  # the agents' model (`warm_up` readies its parsing)
     _idle_checks: "asyncio.Task[None] | None" = field(default=None, init=False)
     # The periodic close of orphaned turns (`sweep_periodically`).
     _sweep: "asyncio.Task[None] | None" = field(default=None, init=False)
