@@ -51,6 +51,7 @@ from app.observability.tracing import Tracer
 from app.settings import AUDIENCES, Settings
 from app.tokens import count_tokens
 from knowledge.client import KnowledgeClient
+from knowledge.scope import DocumentationScope, documentation_scope
 from knowledge.store import KnowledgeBase
 from knowledge.types import Retriever
 
@@ -82,9 +83,11 @@ def agent_factory(
     summary_model: BaseChatModel | None = None,
     expert_model: BaseChatModel | None = None,
     other_memory: Mapping[str, MemoryFactory] | None = None,
+    scope: DocumentationScope | None = None,
 ) -> Any:
     """One compiled agent per memory profile, built on first use; a profile named in
-    `other_memory` gets that middleware instead of `MemoryMiddleware`."""
+    `other_memory` gets that middleware instead of `MemoryMiddleware`; `scope`: what the
+    collection's documentation covers (knowledge/scope.py), for its search tool."""
     knowledge = settings.knowledge
     search = partial(
         knowledge_search_tool,
@@ -92,6 +95,7 @@ def agent_factory(
         knowledge.top_k,
         language=knowledge.language,
         relevance=knowledge.relevance_thresholds,
+        scope=scope,
     )
     # A profile with a results policy has ResultBudgetMiddleware render the passages under
     # its budget: its search leaves them unrendered rather than render them twice.
@@ -167,6 +171,7 @@ class Runtime:
     decider: MessageDecider  # what a message is (app/decisions)
     idle: IdleWriter  # people's memory written when a conversation goes idle
     model: BaseChatModel | None = None  # the agents' model (`warm_up` readies its parsing)
+    scope: DocumentationScope | None = None  # what the documentation covers (fitted in `warm_up`)
     _idle_checks: "asyncio.Task[None] | None" = field(default=None, init=False)
     # The periodic close of orphaned turns (`sweep_periodically`).
     _sweep: "asyncio.Task[None] | None" = field(default=None, init=False)
@@ -188,7 +193,8 @@ class Runtime:
             model = model.model_copy(update={"decider": decider})
         tracer = Tracer.from_settings(settings)
         turns = TurnStore.for_engine(engine, settings.db)
-        agents = agent_factory(settings, model, knowledge)
+        scope = documentation_scope(settings.knowledge, knowledge.embedder)
+        agents = agent_factory(settings, model, knowledge, scope=scope)
         chat = ChatService(
             settings,
             turns,
@@ -210,6 +216,7 @@ class Runtime:
             decider,
             idle,
             model,
+            scope,
         )
 
     async def start(self, *, warm_in_background: bool = False) -> None:
@@ -250,7 +257,8 @@ class Runtime:
 
     def warm_up(self) -> None:
         """The tokenizer's tables, the audiences' compiled agents, LangChain's callback
-        set-up, the decider's classifier (fitted on its examples), the language model, the
+        set-up, the decider's classifier (fitted on its examples), the documentation's scope
+        (fitted on its questions, when configured), the language model, the
         chat model's reply parsing (an OpenAI-compatible endpoint's), and one search (the
         BM25 index of the collection and WordLlama are built on the first).
         A failure is logged: the first turn then loads what is missing, as it would
@@ -258,6 +266,8 @@ class Runtime:
         started = time.perf_counter()
         count_tokens(WARM_UP_QUESTION)
         self.decider.decide(WARM_UP_QUESTION)
+        if self.scope is not None:
+            self.scope.warm()
         RunnableLambda(len).invoke(WARM_UP_QUESTION)  # imports the tracers' context modules
         for audience in AUDIENCES:
             self.agents(self.settings.profiles.by_audience[audience])

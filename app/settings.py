@@ -188,6 +188,22 @@ class KnowledgeSettings(BaseModel):
         "the embedder's own. Calibrate on a collection with `supportbot kb calibrate`; an "
         "embedder not listed keeps every passage",
     )
+    scope_questions: list[Path] = Field(
+        default_factory=list,
+        description="YAML files of questions labelled `docs: answerable | unanswerable` for "
+        "this collection (`questions:` or `messages:` lists, as "
+        "evals/decisions/relevance_calibration.yaml): a regression over their vectors tells a "
+        'question the documentation does not cover at all "not in the docs" even when a '
+        "passage passes the similarity threshold (knowledge/scope.py); empty: the threshold "
+        "alone. Calibrate with `supportbot kb calibrate --scope`",
+    )
+    scope_cut: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="the probability of being outside the documentation above which a "
+        "question is (with `scope_questions`); `supportbot kb calibrate --scope` chooses it",
+    )
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
     min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
     embed_tokens: int = Field(128, description="leading tokens of a passage the embedder sees")

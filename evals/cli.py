@@ -328,6 +328,7 @@ def decisions(
         threshold_sweep,
     )
     from evals.decisions import load_examples as load_decision_examples
+    from knowledge.scope import documentation_scope
     from knowledge.store import KnowledgeBase
 
     console = Console()
@@ -378,12 +379,13 @@ def decisions(
         return
     messages = messages or HELDOUT
     labelled = load_messages(messages)
-    knowledge = None
+    knowledge, scope = None, None
     if search:
         knowledge = KnowledgeBase.from_settings(settings.knowledge)
         if not knowledge.stats().chunks:
             console.print("the knowledge base is empty: ingest the GnuCash manuals first")
             raise typer.Exit(1)
+        scope = documentation_scope(settings.knowledge, knowledge.embedder)
     try:
         with _progress(console) as bar:
             task = bar.add_task("deciding", total=len(labelled))
@@ -393,6 +395,7 @@ def decisions(
                 knowledge,
                 settings.knowledge.relevance_thresholds,
                 partial(bar.advance, task),
+                scope,
             )
     finally:
         if knowledge is not None:
@@ -485,9 +488,12 @@ def _print_decisions(
     Console(width=max(console.width, DECISIONS_WIDTH)).print(table)
     decisions, relevance = settings.decisions, settings.knowledge.relevance_thresholds
     per_language = "".join(f", {lang} {value}" for lang, value in relevance.by_language.items())
+    knowledge = settings.knowledge
+    scope = f"; scope cut {knowledge.scope_cut}" if knowledge.scope_questions else ""
     console.print(
         f"thresholds: person {decisions.person_confidence} (offline), "
         f"{decisions.person_confidence_before_model} (real model), a clause "
         f"{decisions.person_clause_confidence}; small talk {decisions.smalltalk_confidence}; "
         f"relevance ({settings.knowledge.embedder}) {relevance.default}{per_language}"
+        f"{scope}"
     )

@@ -32,6 +32,7 @@ from app.decisions.intent import EXAMPLES, NOISE_SEED, IntentModel
 from app.decisions.noise import misspelled_copies
 from knowledge.embeddings import Embedder, Vectors
 from knowledge.relevance import RelevanceThresholds, best_similarity
+from knowledge.scope import DocumentationScope
 from knowledge.types import Retriever
 
 HELDOUT = Path(__file__).with_name("decisions") / "heldout.yaml"
@@ -160,16 +161,20 @@ def decide_all(
     knowledge: Retriever | None = None,
     relevance: RelevanceThresholds | None = None,
     on_message: Callable[[], None] | None = None,
+    scope: DocumentationScope | None = None,
 ) -> list[Decided]:
     """Each message through the decider and, for questions with a `docs` label, the
-    knowledge base's relevance threshold (when `knowledge` is given)."""
+    knowledge base's relevance threshold and the documentation's `scope`, as the search
+    tool applies them (when `knowledge` is given)."""
     rows = []
     for message in messages:
         decision = decider.decide(message.text)
         not_in_docs = None
         if knowledge is not None and message.docs in ("answerable", "unanswerable"):
             threshold = relevance.for_query(message.text) if relevance else 0.0
-            not_in_docs = best_similarity(knowledge, message.text) < threshold
+            not_in_docs = best_similarity(knowledge, message.text) < threshold or (
+                scope is not None and not scope.covers(message.text)
+            )
         rows.append(_decided(decider, message, decision, not_in_docs))
         if on_message:
             on_message()

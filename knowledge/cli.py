@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from knowledge.client import KnowledgeClient
     from knowledge.embeddings import Embedder
     from knowledge.ingest import IngestReport, ProgressCallback
+    from knowledge.relevance import LabelledQuestion
     from knowledge.store import KnowledgeBase
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
@@ -312,7 +313,7 @@ def search(
         console.print(
             f"[bold]{number}. {passage.heading}[/]  {passage.source}  ({passage.score:.3f})"
         )
-        console.print(passage.text[:300].replace("\n", " "), highlight=False)
+        console.print(passage.text[:300].replace("\n", " "), highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -353,26 +354,38 @@ def run_calibrate(
     max_refused: Annotated[
         float, typer.Option(min=0, max=1, help="share of answerable questions it may refuse")
     ] = 0.05,
+    scope: Annotated[
+        bool,
+        typer.Option(
+            help="also fit the documentation's scope to the questions (knowledge/scope.py): "
+            "the thresholds then take 40% of MAX_REFUSED, the scope's cut the rest"
+        ),
+    ] = False,
 ) -> None:
     """Choose the relevance thresholds of the configured embedder on the configured
     collection: per query language with enough answerable questions, and over all of them,
     the highest similarity that refuses at most MAX_REFUSED of the answerable questions;
-    prints the setting to use."""
+    with --scope, the scope's cut as well. Prints the settings to use."""
+    import numpy as np
+
     from knowledge.relevance import (
         ANY_LANGUAGE,
         best_similarity,
         calibrate_by_language,
         load_questions,
     )
+    from knowledge.scope import THRESHOLDS_SHARE
 
     console = _console()
     labelled = [question for path in questions for question in load_questions(path)]
     with _knowledge_base() as kb:
         _require_collection(kb, kb.collection)
         scored = [(question, best_similarity(kb, question.text)) for question in labelled]
+        vectors = np.stack([kb.embedder.embed_query(question.text) for question in labelled])
         embedder = _settings().knowledge.embedder
+    thresholds_share = max_refused * (THRESHOLDS_SHARE if scope else 1.0)
     setting = {}
-    for language, chosen in calibrate_by_language(scored, max_refused).items():
+    for language, chosen in calibrate_by_language(scored, thresholds_share).items():
         key = f"{embedder}:{language}" if language != ANY_LANGUAGE else embedder
         console.print(
             f"{key}: threshold {chosen.threshold:.3f} refuses {chosen.refused} of "
@@ -381,7 +394,49 @@ def run_calibrate(
             f"({chosen.caught_share:.0%})"
         )
         setting[key] = round(chosen.threshold, 3)
-    console.print(f"SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY='{json.dumps(setting)}'", highlight=False)
+    console.print(
+        f"SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY='{json.dumps(setting)}'",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if scope:
+        _print_scope(console, questions, scored, vectors, setting, embedder, max_refused)
+
+
+def _print_scope(
+    console: "Console",
+    questions: list[Path],
+    scored: "list[tuple[LabelledQuestion, float]]",
+    vectors: Any,
+    setting: dict[str, float],
+    embedder: str,
+    max_refused: float,
+) -> None:
+    """The scope's cut beside the thresholds just chosen, and the settings to use."""
+    from knowledge.relevance import RelevanceThresholds
+    from knowledge.scope import FOLDS, calibrate_scope
+
+    prefix = f"{embedder}:"
+    thresholds = RelevanceThresholds(
+        setting.get(embedder, 0.0),
+        {k.removeprefix(prefix): v for k, v in setting.items() if k.startswith(prefix)},
+        _settings().knowledge.language,
+    )
+    answerable = [question.answerable for question, _ in scored]
+    refused_anyway = [best < thresholds.for_query(question.text) for question, best in scored]
+    chosen = calibrate_scope(vectors, answerable, refused_anyway, max_refused)
+    console.print(
+        f"scope: cut {chosen.cut:.3f}; with the thresholds, held out in {FOLDS} folds, refuses "
+        f"{chosen.refused} of {chosen.answerable} answerable questions and tells "
+        f'{chosen.caught} of {chosen.unanswerable} unanswerable ones "not in the docs"'
+    )
+    files = json.dumps([str(path) for path in questions])
+    console.print(
+        f"SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS='{files}'", highlight=False, soft_wrap=True
+    )
+    console.print(
+        f"SUPPORTBOT_KNOWLEDGE__SCOPE_CUT={chosen.cut:.3f}", highlight=False, soft_wrap=True
+    )
 
 
 @app.command(name="bench")

@@ -9,6 +9,7 @@ and is not installed by default.
 An embedder is heavy to load and used on every turn: `get_embedder` keeps one per process.
 """
 
+import io
 import threading
 from collections.abc import Callable
 from functools import cache, lru_cache, partial
@@ -134,3 +135,22 @@ def get_embedder(name: str = DEFAULT_EMBEDDER, cache_folder: Path | None = None)
 @cache
 def _loaded(name: str, cache_folder: Path) -> Embedder:
     return _EMBEDDERS[name](cache_folder)
+
+
+def query_vectors(
+    embedder: Embedder, texts: list[str], cache: GraphCache | None, name: str, fingerprint: str
+) -> Vectors:
+    """The texts' query vectors, kept on disk in `cache` (when given) under `name` and
+    `fingerprint`, which must change with the texts and the embedder: labelled examples
+    take seconds of CPU to embed, once rather than at every start."""
+
+    def embedded() -> bytes:
+        stored = io.BytesIO()
+        np.save(stored, np.stack([embedder.embed_query(text) for text in texts]))
+        return stored.getvalue()
+
+    if cache is None:
+        return np.load(io.BytesIO(embedded()))
+    found = cache.get_or_build(name, {"fingerprint": fingerprint}, embedded, ".npy")
+    vectors: Vectors = np.load(io.BytesIO(found) if isinstance(found, bytes) else found)
+    return vectors

@@ -8,6 +8,7 @@ from langchain_core.tools import BaseTool, tool
 from app.settings import LLMSettings
 from knowledge.format import format_passages
 from knowledge.relevance import RelevanceThresholds
+from knowledge.scope import DocumentationScope
 from knowledge.types import Passage, Retriever
 
 KNOWLEDGE_TOOL = "search_knowledge_base"
@@ -69,9 +70,11 @@ def knowledge_search_tool(
     token_budget: int | None,
     language: str = "en",
     relevance: RelevanceThresholds | None = None,
+    scope: DocumentationScope | None = None,
 ) -> BaseTool:
     """The search tool: only relevant passages reach the model (and the turn's citations);
-    none tells it that the documentation has nothing on the query. `token_budget` None:
+    none tells it that the documentation has nothing on the query, as does a query outside
+    the collection's `scope` (when it has one). `token_budget` None:
     found passages are left for `ResultBudgetMiddleware` to render (the result's text is
     empty until then), under the memory profile's budget, rather than rendered twice."""
 
@@ -83,6 +86,8 @@ def knowledge_search_tool(
     def search_knowledge_base(query: str) -> tuple[str, list[dict[str, object]]]:
         threshold = relevance.for_query(query) if relevance else 0.0
         passages = relevant_passages(retriever.search(query, k), threshold)
+        if passages and scope is not None and not scope.covers(query):
+            passages = []
         text = (
             ""
             if passages and token_budget is None

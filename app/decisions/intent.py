@@ -23,18 +23,17 @@ a person is asked for; how sure the service must be before acting on them is a s
 on held-out messages (`supportbot eval decisions`)."""
 
 import hashlib
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 
 import numpy as np
-import numpy.typing as npt
 import yaml
 
 from app.decisions.noise import misspelled_copies
-from knowledge.embeddings import Embedder, Vectors
+from knowledge.embeddings import Embedder, Vectors, query_vectors
 from knowledge.graph_cache import GraphCache
+from knowledge.regression import Floats, SoftmaxRegression
 
 EXAMPLES = Path(__file__).with_name("examples.yaml")
 QUESTION = "question"  # a question or problem report: the bot searches and answers
@@ -44,15 +43,11 @@ BOT = "bot"  # "no, I just have a question": the bot back instead of a person
 INTENTS = (QUESTION, PERSON, SMALLTALK, BOT)
 
 # The fit, chosen by 10-fold cross-validation on the examples (`supportbot eval decisions
-# --folds 10`): e5's cosines sit close together, so inputs are scaled before the softmax;
-# of scales 5/10/20 and penalties 0.001/0.01, 10 and 0.001 gave the best log-loss (0.10;
-# accuracy 96.9%), i.e. the probabilities that mean what they say. The person head was
-# checked the same way: scale 10 and penalty 0.001 again (log-loss 0.043 over the requests,
-# questions and small talk; scales 5 and 20 gave 0.073 and 0.101).
-_SCALE = 10.0
-_L2 = 1e-3
-_STEPS = 300
-_RATE = 0.5
+# --folds 10`): of scales 5/10/20 and penalties 0.001/0.01, 10 and 0.001 (the regression's
+# defaults) gave the best log-loss (0.10; accuracy 96.9%), i.e. the probabilities that mean
+# what they say. The person head was checked the same way: scale 10 and penalty 0.001 again
+# (log-loss 0.043 over the requests, questions and small talk; scales 5 and 20 gave 0.073
+# and 0.101).
 # Misspelled copies of the examples (app/decisions/noise.py), each with its example's
 # label, the copies of an example weighing together as much as it: the share of a copy's
 # words given a slip, and the first copy's seed (the next copies take the next seeds). A
@@ -64,8 +59,6 @@ _RATE = 0.5
 NOISE_RATE = 0.2
 NOISE_SEED = 0
 NOISE_VERSION = 1
-
-Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -85,35 +78,6 @@ def load_examples(path: Path = EXAMPLES) -> dict[str, list[str]]:
             raise ValueError(f"{path}: unknown intent {intent!r}; use one of {INTENTS}")
         examples[intent] = [text for texts in by_language.values() for text in texts]
     return examples
-
-
-class SoftmaxRegression:
-    """Multinomial logistic regression with an L2 penalty, fitted by gradient descent;
-    `weights`: each vector's weight in the loss (by default 1 each)."""
-
-    def __init__(self, vectors: Vectors, labels: list[str], weights: Floats | None = None) -> None:
-        self.classes = sorted(set(labels))
-        targets = np.array([self.classes.index(label) for label in labels])
-        inputs = vectors.astype(np.float64) * _SCALE
-        weight = (np.ones(len(labels)) if weights is None else weights)[:, None]
-        self._weights = np.zeros((inputs.shape[1], len(self.classes)))
-        self._bias = np.zeros(len(self.classes))
-        for _ in range(_STEPS):
-            gradient = self._probabilities(inputs)
-            gradient[np.arange(len(targets)), targets] -= 1
-            gradient = gradient * weight / weight.sum()
-            self._weights -= _RATE * (inputs.T @ gradient + _L2 * self._weights)
-            self._bias -= _RATE * gradient.sum(axis=0)
-
-    def _probabilities(self, inputs: Floats) -> Floats:
-        logits = inputs @ self._weights + self._bias
-        logits -= logits.max(axis=-1, keepdims=True)
-        exponentials = np.exp(logits)
-        return exponentials / exponentials.sum(axis=-1, keepdims=True)
-
-    def predict(self, vector: Vectors) -> dict[str, float]:
-        probabilities = self._probabilities(vector.astype(np.float64)[None] * _SCALE)[0]
-        return dict(zip(self.classes, probabilities.tolist(), strict=True))
 
 
 class IntentModel:
@@ -193,22 +157,10 @@ class IntentClassifier:
                 texts, labels, weights = with_misspelled_copies(
                     self._examples, self.noisy_copies, self.noise_rate
                 )
-                self._model = IntentModel(self._vectors(texts), labels, weights)
-
-    def _vectors(self, texts: list[str]) -> Vectors:
-
-        def embedded() -> bytes:
-            stored = io.BytesIO()
-            np.save(stored, np.stack([self.embedder.embed_query(text) for text in texts]))
-            return stored.getvalue()
-
-        if self._cache is None:
-            return np.load(io.BytesIO(embedded()))
-        found = self._cache.get_or_build(
-            "intent-examples", {"fingerprint": self.fingerprint}, embedded, ".npy"
-        )
-        vectors: Vectors = np.load(io.BytesIO(found) if isinstance(found, bytes) else found)
-        return vectors
+                vectors = query_vectors(
+                    self.embedder, texts, self._cache, "intent-examples", self.fingerprint
+                )
+                self._model = IntentModel(vectors, labels, weights)
 
     def classify(self, text: str, vector: Vectors | None = None) -> Intent:
         """`vector`: the message's query embedding when the caller has it already."""
