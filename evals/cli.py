@@ -301,6 +301,13 @@ def decisions(
         float,
         typer.Option(help="with --folds: the share of a held-out example's words misspelled"),
     ] = 0.3,
+    by_set: Annotated[
+        bool,
+        typer.Option(
+            help="sweep the person head's threshold with each of decisions.person_examples "
+            "held out in turn (how person_confidence was chosen)"
+        ),
+    ] = False,
     search: Annotated[
         bool,
         typer.Option(
@@ -324,6 +331,7 @@ def decisions(
         clause_sweep,
         cross_validate,
         decide_all,
+        leave_one_set_out,
         load_messages,
         threshold_sweep,
     )
@@ -334,6 +342,14 @@ def decisions(
     console = Console()
     settings = get_settings()
     decider = decider_for(settings.knowledge.embedder, settings.decisions)
+    if by_set:
+        sweep = Table("probability ≥", "person given", "questions given", title="person, by set")
+        for threshold, wanted, questions in leave_one_set_out(
+            decider, load_decision_examples(), SWEEP_BY_SET
+        ):
+            sweep.add_row(f"{threshold:.2f}", str(wanted), str(questions))
+        console.print(sweep)
+        return
     if folds:
         examples = load_decision_examples()
         validated = cross_validate(
@@ -458,6 +474,7 @@ def kinds(
 
 
 SWEEP = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+SWEEP_BY_SET = (0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9)
 DECISIONS_WIDTH = 120  # a column per language, unwrapped, also when piped to a file
 
 

@@ -220,7 +220,8 @@ def cross_validate(
     heldout_rate: float = HELDOUT_NOISE_RATE,
 ) -> CrossValidation:
     """Each example decided with both decisions fitted on the other folds (the extra
-    languages' questions are only decided), under the decider's thresholds; and
+    languages' questions are only decided; the person head also on the decider's
+    `person_examples`, as in the service), under the decider's thresholds; and
     `HELDOUT_NOISE_VERSIONS` misspelled versions of it (at `heldout_rate`) by the same fit.
     Each fold's fit takes the misspelled copies (`copies` of each example at `rate`, by
     default the decider's) of its own examples only."""
@@ -246,6 +247,11 @@ def cross_validate(
         ]
         for i, m in enumerate(messages)
     }
+    person = decider.classifier.person_examples
+    person_vectors = (
+        np.stack([embedder.embed_query(text) for text, _ in person]) if person else None
+    )
+    person_labels = [intent for _, intent in person]
     clean: list[Decided] = []
     noisy: list[Decided] = []
     for k in range(folds):
@@ -255,11 +261,45 @@ def cross_validate(
         labels += [messages[i].intent for i in fit if i in copied for _ in range(copies)]
         weights = np.ones(len(labels))
         weights[len(fit) :] = 1 / copies if copies else 1.0  # as in the service's fit
-        model = IntentModel(np.concatenate(fitted), labels, weights)
+        model = IntentModel(np.concatenate(fitted), labels, weights, person_vectors, person_labels)
         for i in map(int, np.flatnonzero(fold == k)):
             clean.append(_held_out(decider, model, messages[i], vectors[i]))
             noisy += [_held_out(decider, model, m, v) for m, v in versions[i]]
     return CrossValidation(clean, noisy)
+
+
+def leave_one_set_out(
+    decider: MessageDecider, examples: Sequence[LabelledMessage], thresholds: Sequence[float]
+) -> list[tuple[float, Share, Share]]:
+    """The person head with each of the decider's labelled sets (`person_examples`) held
+    out in turn, fitted on the examples and the other sets: for each threshold, the held-out
+    requests for a person and questions given a person as a whole (what `person_confidence`
+    is read from; sets by other writers tell more than folds of one)."""
+    embedder = decider.classifier.embedder
+    sets = [load_messages(path) for path in decider.settings.person_examples if path.is_file()]
+    vectors = [np.stack([embedder.embed_query(m.text) for m in held]) for held in sets]
+    fitted = [m for m in examples if not m.id.startswith("language-")]  # as cross_validate
+    example_vectors = np.stack([embedder.embed_query(m.text) for m in fitted])
+    labels = [m.intent for m in fitted]
+    given: list[tuple[str, float]] = []  # (intent, probability of a person) of each held out
+    for index, held in enumerate(sets):
+        others = [i for i in range(len(sets)) if i != index]
+        model = IntentModel(
+            example_vectors,
+            labels,
+            person_vectors=np.concatenate([vectors[i] for i in others]),
+            person_labels=[m.intent for i in others for m in sets[i]],
+        )
+        given += [
+            (m.intent, model.person_probability(v))
+            for m, v in zip(held, vectors[index], strict=True)
+        ]
+
+    def share(intent: str, threshold: float) -> Share:
+        rows = [p for label, p in given if label == intent]
+        return Share(sum(p >= threshold for p in rows), len(rows))
+
+    return [(t, share(PERSON, t), share(QUESTION, t)) for t in thresholds]
 
 
 def _held_out(

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from app.decisions.intent import BOT, SMALLTALK, Intent, IntentClassifier, load_examples
+from app.decisions.intent import (
+    BOT,
+    SMALLTALK,
+    Intent,
+    IntentClassifier,
+    load_examples,
+    load_labelled_messages,
+)
 from app.settings import DecisionSettings
 from knowledge.embeddings import Vectors, get_embedder
 from knowledge.graph_cache import GraphCache, default_cache_folder
@@ -143,5 +150,6 @@ def decider_for(
         load_examples(),
         GraphCache(folder),
         noisy_copies=settings.noisy_copies,
+        person_examples=load_labelled_messages(settings.person_examples),
     )
     return MessageDecider(settings, classifier)

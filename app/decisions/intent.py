@@ -23,6 +23,8 @@ a person is asked for; how sure the service must be before acting on them is a s
 on held-out messages (`supportbot eval decisions`)."""
 
 import hashlib
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
@@ -36,6 +38,7 @@ from knowledge.graph_cache import GraphCache
 from knowledge.regression import Floats, SoftmaxRegression
 
 EXAMPLES = Path(__file__).with_name("examples.yaml")
+log = logging.getLogger(__name__)
 QUESTION = "question"  # a question or problem report: the bot searches and answers
 PERSON = "person"  # a request to be handed to a person
 SMALLTALK = "smalltalk"  # a greeting, thanks or acknowledgement that asks nothing
@@ -48,6 +51,10 @@ INTENTS = (QUESTION, PERSON, SMALLTALK, BOT)
 # what they say. The person head was checked the same way: scale 10 and penalty 0.001 again
 # (log-loss 0.043 over the requests, questions and small talk; scales 5 and 20 gave 0.073
 # and 0.101).
+# What a labelled message of `DecisionSettings.person_examples` weighs in the person head
+# against an example (1): the examples hold the look-alikes written to be hard (complaints,
+# people in product questions), the sets many writers' ordinary requests and questions.
+PERSON_EXAMPLES_WEIGHT = 0.5
 # Misspelled copies of the examples (app/decisions/noise.py), each with its example's
 # label, the copies of an example weighing together as much as it: the share of a copy's
 # words given a slip, and the first copy's seed (the next copies take the next seeds). A
@@ -80,17 +87,48 @@ def load_examples(path: Path = EXAMPLES) -> dict[str, list[str]]:
     return examples
 
 
+def load_labelled_messages(paths: Sequence[Path]) -> list[tuple[str, str]]:
+    """(text, intent) of the messages labelled `intent: question | person | smalltalk` in
+    YAML `messages:` lists (the held-out sets' shape); a file that is missing is skipped
+    with a warning."""
+    labelled = []
+    for path in paths:
+        if not path.is_file():
+            log.warning(
+                "labelled messages %s not found: the person head is fitted without them", path
+            )
+            continue
+        for item in yaml.safe_load(path.read_text(encoding="utf-8")).get("messages") or []:
+            if item.get("intent") in (QUESTION, PERSON, SMALLTALK):
+                labelled.append((item["text"], item["intent"]))
+    return labelled
+
+
 class IntentModel:
     """Both decisions fitted on labelled vectors: the four-way softmax, and the person head
-    (requests for a person against questions and small talk; "bot back" left out)."""
+    (requests for a person against questions and small talk; "bot back" left out), which
+    also takes `person_vectors` with their `person_labels` (labelled messages that teach it
+    alone: the softmax keeps the examples' balance of the four intents)."""
 
-    def __init__(self, vectors: Vectors, labels: list[str], weights: Floats | None = None) -> None:
+    def __init__(
+        self,
+        vectors: Vectors,
+        labels: list[str],
+        weights: Floats | None = None,
+        person_vectors: Vectors | None = None,
+        person_labels: Sequence[str] = (),
+    ) -> None:
         self.intents = SoftmaxRegression(vectors, labels, weights)
         kept = [i for i, label in enumerate(labels) if label != BOT]
         heads = [PERSON if labels[i] == PERSON else QUESTION for i in kept]
-        self.person = SoftmaxRegression(
-            vectors[kept], heads, None if weights is None else weights[kept]
-        )
+        fitted = vectors[kept]
+        kept_weights = np.ones(len(kept)) if weights is None else weights[kept]
+        if person_vectors is not None and len(person_labels):
+            fitted = np.concatenate([fitted, person_vectors])
+            heads += [PERSON if label == PERSON else QUESTION for label in person_labels]
+            added = np.full(len(person_labels), PERSON_EXAMPLES_WEIGHT)
+            kept_weights = np.concatenate([kept_weights, added])
+        self.person = SoftmaxRegression(fitted, heads, kept_weights)
 
     def person_probability(self, vector: Vectors) -> float:
         return self.person.predict(vector).get(PERSON, 0.0)
@@ -130,9 +168,11 @@ class IntentClassifier:
         cache: GraphCache | None = None,
         noisy_copies: int = 0,
         noise_rate: float = NOISE_RATE,
+        person_examples: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.embedder = embedder
         self._examples = examples
+        self.person_examples = list(person_examples)
         self._cache = cache
         self.noisy_copies = noisy_copies
         self.noise_rate = noise_rate
@@ -144,6 +184,7 @@ class IntentClassifier:
         """Changes with the examples, the embedder and the misspelled copies (what the fit
         depends on)."""
         text = "\0".join(f"{k}\0{v}" for k, vs in sorted(self._examples.items()) for v in vs)
+        text += "\0person\0" + "\0".join(f"{k}\0{v}" for v, k in self.person_examples)
         if self.noisy_copies:
             text += (
                 f"\0noise {NOISE_VERSION} copies {self.noisy_copies} rate {self.noise_rate} "
@@ -160,7 +201,20 @@ class IntentClassifier:
                 vectors = query_vectors(
                     self.embedder, texts, self._cache, "intent-examples", self.fingerprint
                 )
-                self._model = IntentModel(vectors, labels, weights)
+                person_texts = [text for text, _ in self.person_examples]
+                person_vectors = (
+                    query_vectors(
+                        self.embedder,
+                        person_texts,
+                        self._cache,
+                        "person-examples",
+                        self.fingerprint,
+                    )
+                    if person_texts
+                    else None
+                )
+                person_labels = [intent for _, intent in self.person_examples]
+                self._model = IntentModel(vectors, labels, weights, person_vectors, person_labels)
 
     def classify(self, text: str, vector: Vectors | None = None) -> Intent:
         """`vector`: the message's query embedding when the caller has it already."""

@@ -86,10 +86,17 @@ def test_a_problem_report_ending_in_a_request_for_a_person_hands_over(
     decider: MessageDecider, text: str
 ) -> None:
     decision = decider.decide(text)
-    assert decision.person < DecisionSettings().person_confidence  # as a whole: the clause rule
-    assert decision.person_clause >= DecisionSettings().person_clause_confidence
     assert decider.hands_over(decision, model_decides=False)
     assert decider.hands_over(decision, model_decides=True)
+
+
+def test_a_clause_hands_over_a_report_that_reads_as_a_question_as_a_whole(
+    decider: MessageDecider,
+) -> None:
+    decision = decider.decide(PROBLEMS_ENDING_IN_A_REQUEST[2])
+    assert decision.person < DecisionSettings().person_confidence  # the whole: a question
+    assert decision.person_clause >= DecisionSettings().person_clause_confidence
+    assert decider.hands_over(decision, model_decides=False)
 
 
 @pytest.mark.parametrize("text", QUESTIONS_WITH_PEOPLE_IN_A_CLAUSE)

@@ -93,7 +93,8 @@ def test_the_rate_is_the_share_of_words_misspelled() -> None:
 
 @pytest.fixture(scope="module")
 def decider() -> MessageDecider:
-    return decider_for("e5", DecisionSettings(noisy_copies=2))
+    # The copies alone: the held-out sets the person head also learns from are left out.
+    return decider_for("e5", DecisionSettings(noisy_copies=2, person_examples=()))
 
 
 # Written before the fit was run; three more of the same list are still missed with the
@@ -134,7 +135,7 @@ def test_misspelled_requests_for_a_person_hand_over_with_the_copies(
     # A count, not each message: onnxruntime's int8 products differ a little with the
     # CPU's instructions, and a message near the threshold moves with them ("bitte an en
     # kollegen weiterleitn" 0.45 on an AMD EPYC, above 0.5 on an Intel Xeon).
-    plain = decider_for("e5", DecisionSettings(noisy_copies=0))
+    plain = decider_for("e5", DecisionSettings(noisy_copies=0, person_examples=()))
     with_copies = [
         decider.hands_over(decider.decide(text), model_decides=False)
         for text in MISSPELLED_REQUESTS

@@ -164,9 +164,8 @@ async def test_a_problem_report_ending_in_a_request_hands_over_and_the_card_says
     calls_before = len(model.calls)
     await chat.handle_turn(
         said(
-            "I've re-imported the bank statement twice, deleted the duplicates by hand and the "
-            "closing balance is still 40 off. I'd rather go through this with somebody from "
-            "your team"
+            "После импорта выписки все суммы задвоились, я удалил лишнее вручную, но баланс не "
+            "сходится. Хочу поговорить с живым человеком"
         )
     )
 
@@ -174,7 +173,7 @@ async def test_a_problem_report_ending_in_a_request_hands_over_and_the_card_says
     (handoff,) = await handoffs.queue()
     card = HandoffCard.from_json(handoff.card)
     assert card.decided.startswith("read as a question, one clause as a request for a person")
-    assert "(needed 0.95; language en)" in card.decided
+    assert "(needed 0.95; language ru)" in card.decided
 
 
 async def test_a_client_handed_over_by_mistake_gets_the_bot_back(

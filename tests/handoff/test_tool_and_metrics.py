@@ -15,11 +15,11 @@ from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
 
 
 class HandsOverModel(CapturingChatModel):
-    """Calls request_human when the user says the answers do not help, then says so."""
+    """Calls request_human when the user says the answer is wrong, then says so."""
 
     def _reply(self, messages: list[BaseMessage], tool_names: set[str]) -> AIMessage:
         last = messages[-1]
-        if isinstance(last, HumanMessage) and "does not help" in message_text(last):
+        if isinstance(last, HumanMessage) and "answer is wrong" in message_text(last):
             call = {"name": REQUEST_HUMAN, "args": {"reason": "answers miss"}, "id": "h1"}
             return AIMessage(content="", tool_calls=[call])
         if isinstance(last, ToolMessage) and last.name == REQUEST_HUMAN:
@@ -44,7 +44,7 @@ async def test_a_real_model_hands_over_with_request_human(
     ]
 
     reply = await chat.handle_turn(
-        TurnRequest("api", "api:acme:2", "client", "Ann", "This does not help me.")
+        TurnRequest("api", "api:acme:2", "client", "Ann", "This answer is wrong.")
     )
 
     assert REQUEST_HUMAN in [t["function"]["name"] for t in model.calls[-1].tools]
