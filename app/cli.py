@@ -44,13 +44,16 @@ def serve(
     port: int = 8000,
 ) -> None:
     """Serve the HTTP API (and the staff widget)."""
-    import uvicorn
+    from app.loading import loading_without_collection
 
-    from app.api.local_sign_in import with_local_sign_in
-    from app.api.main import UnsafeExposure, create_app
-    from app.observability.logs import configure_logging
-    from app.settings import get_settings
-    from knowledge.client import KnowledgeClient, StoreInUse
+    with loading_without_collection():
+        import uvicorn
+
+        from app.api.local_sign_in import with_local_sign_in
+        from app.api.main import UnsafeExposure, create_app
+        from app.observability.logs import configure_logging
+        from app.settings import get_settings
+        from knowledge.client import KnowledgeClient, StoreInUse
 
     settings = get_settings()
     if host is not None:

@@ -256,9 +256,11 @@ class Runtime:
             self._sweep = asyncio.create_task(self.chat.sweep_orphans(every))
 
     def warm_up(self) -> None:
-        """The tokenizer's tables, the audiences' compiled agents, LangChain's callback
-        set-up, the decider's classifier (fitted on its examples), the documentation's scope
-        (fitted on its questions, when configured), the language model, the
+        """The tokenizer's tables, the embedder (e5's graph and tokenizer, loaded by the
+        decider's first reading: not before the port answers, ~0.5 s), the audiences'
+        compiled agents, LangChain's callback set-up, the decider's classifier (fitted on
+        its examples), the documentation's scope (fitted on its questions, when
+        configured), the language model, the
         chat model's reply parsing (an OpenAI-compatible endpoint's), and one search (the
         BM25 index of the collection and WordLlama are built on the first).
         A failure is logged: the first turn then loads what is missing, as it would

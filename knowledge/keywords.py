@@ -11,6 +11,8 @@ in the documentation's language:
 Built from the collection's payloads when a search first needs them.
 """
 
+import json
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -19,6 +21,7 @@ from typing import Any
 
 import bm25s
 import numpy as np
+import numpy.typing as npt
 import Stemmer
 
 from knowledge.language import identify
@@ -60,19 +63,35 @@ def wordllama() -> Any:
     `tokenizer/` while the wheel ships it under `tokenizers/`, then downloads it from a hub:
     we build the model from the packaged files directly, so nothing is fetched."""
     import wordllama as package
-    from safetensors import safe_open
     from tokenizers import Tokenizer
     from wordllama.inference import WordLlamaInference
 
     root = Path(package.__file__).parent
-    with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), framework="np") as f:
-        embedding = f.get_tensor("embedding.weight")
+    rows = _mapped_tensor(root / "weights" / "l2_supercat_256.safetensors", "embedding.weight")
     tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
-    model = WordLlamaInference(embedding, tokenizer)
-    # The rows as stored (float16), not the float32 copy it makes: `embed` pools them in
-    # float32 (times the float32 mask), so the vectors are the same, for 16 MB, not 32.
-    model.embedding = embedding
+    # Built on one row: it copies what it is given to float32 (32 MB for the whole table).
+    model = WordLlamaInference(rows[:1], tokenizer)
+    # The rows as stored (float16), not a float32 copy: `embed` pools them in float32
+    # (times the float32 mask), so the vectors are the same. Read from the file as the
+    # passages' and queries' tokens need them (rows of words no text has stay on disk), and
+    # shared with the page cache: no 16 MB copy in each process.
+    model.embedding = rows
     return model
+
+
+def _mapped_tensor(path: Path, name: str) -> npt.NDArray[Any]:
+    """A safetensors file's tensor as a read-only view of the file (its format: an 8-byte
+    header length, a JSON header, then the tensors' bytes)."""
+    with path.open("rb") as file:
+        (length,) = struct.unpack("<Q", file.read(8))
+        header = json.loads(file.read(length))
+    entry = header[name]
+    start, end = entry["data_offsets"]
+    dtype = np.dtype({"F16": np.float16, "F32": np.float32}[entry["dtype"]])
+    shape = tuple(entry["shape"])
+    if end - start != dtype.itemsize * int(np.prod(shape)):
+        raise ValueError(f"{path}: {name} holds {end - start} bytes, not its shape's")
+    return np.memmap(path, dtype=dtype, mode="r", offset=8 + length + start, shape=shape)
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,14 @@ import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from bs4 import BeautifulSoup, Tag
 from markdown_it import MarkdownIt
-from markdownify import MarkdownConverter
 
 if TYPE_CHECKING:
+    from bs4 import BeautifulSoup, Tag
     from pypdf import PdfReader
 
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
@@ -175,24 +175,35 @@ def _is_setext_heading(lines: list[str], line_number: int) -> bool:
 # --- HTML -----------------------------------------------------------------------------
 
 
-class _PlainMarkdownConverter(MarkdownConverter):
+@cache
+def _plain_markdown_converter() -> Any:
     """markdownify with inline formatting dropped: `**Business** → **Customer**` reads
-    worse and embeds worse than `Business → Customer`."""
+    worse and embeds worse than `Business → Customer`. Defined on first use, like the
+    imports in `_load_html`."""
+    from markdownify import MarkdownConverter
 
-    def __init__(self) -> None:
-        # wrap without a width: whitespace outside <pre> collapses, as a browser shows it
-        super().__init__(
-            heading_style="ATX",
-            bullets="-",
-            strip=_INLINE_FORMATTING,
-            wrap=True,
-            wrap_width=None,
-            escape_asterisks=False,
-            escape_underscores=False,
-        )
+    class PlainMarkdownConverter(MarkdownConverter):
+        def __init__(self) -> None:
+            # wrap without a width: whitespace outside <pre> collapses, as a browser shows
+            super().__init__(
+                heading_style="ATX",
+                bullets="-",
+                strip=_INLINE_FORMATTING,
+                wrap=True,
+                wrap_width=None,
+                escape_asterisks=False,
+                escape_underscores=False,
+            )
+
+    return PlainMarkdownConverter
 
 
 def _load_html(raw: bytes) -> tuple[str, str, list[Section]]:
+    # Imported here: BeautifulSoup (with soupsieve) and markdownify take ~75 ms, which a
+    # process that ingests no HTML (the service, which imports this module for its types)
+    # does without.
+    from bs4 import BeautifulSoup, Tag
+
     if b"\x00" in raw[:4096]:
         raise LoadError("binary content in an HTML file")
     soup = BeautifulSoup(raw, "lxml")
@@ -219,11 +230,11 @@ def _load_html(raw: bytes) -> tuple[str, str, list[Section]]:
             table.decompose()  # layout tables left empty once screenshots are gone
     for admonition in body.find_all(class_=_ADMONITION_CLASSES):
         _flatten_admonition(soup, admonition)
-    markdown = _PlainMarkdownConverter().convert_soup(body)
+    markdown = _plain_markdown_converter()().convert_soup(body)
     return title, language, markdown_sections(markdown, parents)
 
 
-def _flatten_admonition(soup: BeautifulSoup, admonition: Tag) -> None:
+def _flatten_admonition(soup: "BeautifulSoup", admonition: "Tag") -> None:
     """DocBook lays a note out as an icon table; keep it as a quoted 'Note: …'."""
     label = admonition.find("th")
     body = admonition.find_all("td")[-1:] or [admonition]

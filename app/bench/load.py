@@ -486,11 +486,14 @@ def _model(plan: LoadPlan, environment: dict[str, str]) -> Iterator[Model]:
 
 def _serve(listener_fd: int) -> None:
     """The child process: the app from the environment's settings, on the inherited socket."""
-    import uvicorn
+    from app.loading import loading_without_collection
 
-    from app.api.main import create_app
-    from app.observability.logs import FORMAT
-    from app.settings import Settings
+    with loading_without_collection():  # as `supportbot serve` loads
+        import uvicorn
+
+        from app.api.main import create_app
+        from app.observability.logs import FORMAT
+        from app.settings import Settings
 
     # Warnings and errors only: a library's INFO line per model request would bury the
     # benchmark's own output.

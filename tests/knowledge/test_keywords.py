@@ -170,11 +170,15 @@ def test_search_options_are_fixed_and_with_options_makes_a_view(
     assert knowledge_base.search(query, 1)[0].score > dense.search(query, 1)[0].score
 
 
-def test_wordllama_keeps_its_rows_in_float16_and_embeds_as_in_float32() -> None:
+def test_wordllama_reads_its_float16_rows_from_its_file_and_embeds_as_in_float32() -> None:
     from wordllama.inference import WordLlamaInference
 
     model = wordllama()
     assert model.embedding.dtype == np.float16
+    # A view of the file, not a copy in the process's memory.
+    assert isinstance(model.embedding, np.memmap) and str(model.embedding.filename).endswith(
+        "l2_supercat_256.safetensors"
+    )
     in_float32 = WordLlamaInference(model.embedding, model.tokenizer)  # the library's copy
     texts = ["Reconcile a bank statement", "Rechnung stornieren", ""]
     assert np.array_equal(model.embed(texts), in_float32.embed(texts))
