@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
+from typing import Any
 
 import numpy as np
 import yaml
@@ -78,16 +79,20 @@ class Intent:
 
 def load_examples(path: Path = EXAMPLES) -> dict[str, list[str]]:
     """Example messages per intent, every language together."""
-    # libyaml's parser where PyYAML has it (its wheels do): the same safe loading, read
-    # at every start-up, in 2 ms rather than 40 ms.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    data = _read_yaml(path)
     examples: dict[str, list[str]] = {}
     for intent, by_language in data["examples"].items():
         if intent not in INTENTS:
             raise ValueError(f"{path}: unknown intent {intent!r}; use one of {INTENTS}")
         examples[intent] = [text for texts in by_language.values() for text in texts]
     return examples
+
+
+def _read_yaml(path: Path) -> Any:
+    # libyaml's parser where PyYAML has it (its wheels do): the same safe loading, read
+    # at every start-up, in 2 ms rather than 40 ms for the examples.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
 
 
 def load_labelled_messages(paths: Sequence[Path]) -> list[tuple[str, str]]:
@@ -101,7 +106,7 @@ def load_labelled_messages(paths: Sequence[Path]) -> list[tuple[str, str]]:
                 "labelled messages %s not found: the person head is fitted without them", path
             )
             continue
-        for item in yaml.safe_load(path.read_text(encoding="utf-8")).get("messages") or []:
+        for item in _read_yaml(path).get("messages") or []:
             if item.get("intent") in (QUESTION, PERSON, SMALLTALK):
                 labelled.append((item["text"], item["intent"]))
     return labelled
