@@ -17,7 +17,9 @@ knowledge base's embedder (multilingual e5: an example in one language teaches t
 too) and both regressions are fitted to them (with `noisy_copies`, to misspelled copies of
 them too: users type "cn sombody call me bak", and e5's subwords move with each slip) when
 the classifier is first used (deterministic: seeded copies, full-batch gradient descent
-from zero). A message gets the likeliest intent, its probability and the probability that
+from zero). The person head also learns from labelled first messages of the held-out sets
+already reported on (`DecisionSettings.person_examples`): many writers' requests and
+questions. A message gets the likeliest intent, its probability and the probability that
 a person is asked for; how sure the service must be before acting on them is a setting
 (`SUPPORTBOT_DECISIONS__…`), calibrated by cross-validation on the examples and reported
 on held-out messages (`supportbot eval decisions`)."""
@@ -52,6 +54,7 @@ INTENTS = (QUESTION, PERSON, SMALLTALK, BOT)
 # what they say. The person head was checked the same way: scale 10 and penalty 0.001 again
 # (log-loss 0.043 over the requests, questions and small talk; scales 5 and 20 gave 0.073
 # and 0.101).
+
 # What a labelled message of `DecisionSettings.person_examples` weighs in the person head
 # against an example (1): the examples hold the look-alikes written to be hard (complaints,
 # people in product questions), the sets many writers' ordinary requests and questions.
@@ -189,8 +192,8 @@ class IntentClassifier:
 
     @property
     def fingerprint(self) -> str:
-        """Changes with the examples, the embedder and the misspelled copies (what the fit
-        depends on)."""
+        """Changes with the examples, the person head's labelled messages, the embedder and
+        the misspelled copies (what the fit depends on)."""
         text = "\0".join(f"{k}\0{v}" for k, vs in sorted(self._examples.items()) for v in vs)
         text += "\0person\0" + "\0".join(f"{k}\0{v}" for v, k in self.person_examples)
         if self.noisy_copies:
