@@ -5,10 +5,11 @@ worded like the question. Many questions the documentation does not answer still
 one: "how much does the pro plan cost?" lands on a page about prices, "is there an
 iPhone app?" on one about importing from a phone. Their vectors tell more than their best
 similarity: on the GnuCash manuals, a logistic regression over the question's e5 query
-vector, fitted to questions labelled answerable / unanswerable for that collection,
-told 84–87% of unanswerable questions "not in the docs" at 5% of answerable ones refused,
-where the threshold alone told 56% (each labelled set held out in turn, fitted on the
-others; docs/decisions.md).
+vector, fitted to questions labelled answerable / unanswerable for that collection, told
+90% of unanswerable questions "not in the docs" at 5.5% of answerable ones refused, where
+the thresholds alone told 56% (each labelled set held out in turn, fitted on the others);
+on three sets written blind afterwards 90%, 67% and 71%, with 0–3% refused
+(docs/benchmarks.md, decisions).
 
 A scope belongs to one collection: it is fitted to that collection's labelled questions
 (`SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS`), when first used, and the probability above
