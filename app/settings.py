@@ -735,6 +735,13 @@ class DecisionSettings(BaseModel):
         "request for a person to open a handoff when the whole message reads otherwise "
         '("… I\'d rather go through it with one of your people")',
     )
+    person_clause_min_words: int = Field(
+        4,
+        ge=1,
+        description="words a clause needs to be read on its own for a request for a person "
+        '(a shorter one lacks what it refers to: "Weiß jemand" is "does anyone know"); '
+        "chosen on the first ten held-out sets (docs/benchmarks.md)",
+    )
     smalltalk_confidence: float = Field(
         0.8,
         ge=0,

@@ -57,7 +57,13 @@ class MessageDecider:
         """The decision on `text` read as `intent`, its clauses by `read_person` (the
         service's person head, or a cross-validation fold's)."""
         guess = self.language(text)
-        person_clause = person_in_clauses(text, intent.person, read_person, self.sure_of_person)
+        person_clause = person_in_clauses(
+            text,
+            intent.person,
+            read_person,
+            self.sure_of_person,
+            self.settings.person_clause_min_words,
+        )
         return Decision(
             intent.label,
             intent.confidence,
@@ -114,9 +120,9 @@ class MessageDecider:
         )
 
 
-def clauses(text: str) -> list[str]:
-    """The message's clauses of two words or more, when it has more than one."""
-    parts = [c.strip() for c in _CLAUSE_BREAK.split(text) if len(c.split()) >= 2]
+def clauses(text: str, min_words: int = 2) -> list[str]:
+    """The message's clauses of `min_words` words or more, when it has more than one."""
+    parts = [c.strip() for c in _CLAUSE_BREAK.split(text) if len(c.split()) >= min_words]
     return parts if len(parts) >= 2 else []
 
 
@@ -128,14 +134,18 @@ def pieces(text: str) -> list[str]:
 
 
 def person_in_clauses(
-    text: str, person: float, read: Callable[[str], float], sure: float = 1.0
+    text: str,
+    person: float,
+    read: Callable[[str], float],
+    sure: float = 1.0,
+    min_words: int = 2,
 ) -> float:
     """The likeliest request for a person among the clauses of a message, by `read` (the
     person head); 0 when not worth reading: the whole asks for a person with probability
     `person` below the gate, or at least `sure` (it hands over as a whole)."""
     if person < _CLAUSE_GATE or person >= sure:
         return 0.0
-    return max((read(clause) for clause in clauses(text)), default=0.0)
+    return max((read(clause) for clause in clauses(text, min_words)), default=0.0)
 
 
 @cache

@@ -285,3 +285,21 @@ def test_the_examples_vectors_are_kept_on_disk_and_rebuilt_when_damaged(tmp_path
     rebuilt = IntentClassifier(e5, examples, GraphCache(tmp_path))
     assert rebuilt.classify("how do I post a bill").label == "question"
     assert np.load(stored).shape == (2, e5.dimension)
+
+
+# A short clause that asks for anyone ("does anyone know", "can someone help") before a
+# product question: too short to be read on its own (`person_clause_min_words`).
+QUESTIONS_AFTER_A_SHORT_CALL_FOR_ANYONE = [
+    "Кто-нибудь знает, как удалить проводку?",
+    "Hilft mir jemand? Wo stelle ich den Steuersatz ein?",
+    "Weiß jemand, wie ich eine Rechnung storniere?",
+]
+
+
+@pytest.mark.parametrize("text", QUESTIONS_AFTER_A_SHORT_CALL_FOR_ANYONE)
+def test_a_short_call_for_anyone_before_a_question_does_not_hand_over(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert not decider.hands_over(decision, model_decides=False)
+    assert not decider.hands_over(decision, model_decides=True)
