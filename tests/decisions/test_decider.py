@@ -78,6 +78,11 @@ QUESTIONS_WITH_PEOPLE_IN_A_CLAUSE = [
     "Бухгалтер ушёл в отпуск, как мне самому закрыть месяц?",
     "The customer paid in two parts; the second payment went to the wrong person, "
     "how do I move it?",
+    # A short clause that asks for anyone before the question: too short to be read on its
+    # own (`person_clause_min_words`); these handed over when two words were enough.
+    "Кто-нибудь знает, как удалить проводку?",
+    "Hilft mir jemand? Wo stelle ich den Steuersatz ein?",
+    "Weiß jemand, wie ich eine Rechnung storniere?",
 ]
 
 
@@ -105,6 +110,7 @@ def test_a_clause_about_people_in_a_question_does_not_hand_over(
 ) -> None:
     decision = decider.decide(text)
     assert not decider.hands_over(decision, model_decides=False)
+    assert not decider.hands_over(decision, model_decides=True)
 
 
 # Refusing the bot asks for a person; refusing the person asks for the bot back: each is
@@ -285,21 +291,3 @@ def test_the_examples_vectors_are_kept_on_disk_and_rebuilt_when_damaged(tmp_path
     rebuilt = IntentClassifier(e5, examples, GraphCache(tmp_path))
     assert rebuilt.classify("how do I post a bill").label == "question"
     assert np.load(stored).shape == (2, e5.dimension)
-
-
-# A short clause that asks for anyone ("does anyone know", "can someone help") before a
-# product question: too short to be read on its own (`person_clause_min_words`).
-QUESTIONS_AFTER_A_SHORT_CALL_FOR_ANYONE = [
-    "Кто-нибудь знает, как удалить проводку?",
-    "Hilft mir jemand? Wo stelle ich den Steuersatz ein?",
-    "Weiß jemand, wie ich eine Rechnung storniere?",
-]
-
-
-@pytest.mark.parametrize("text", QUESTIONS_AFTER_A_SHORT_CALL_FOR_ANYONE)
-def test_a_short_call_for_anyone_before_a_question_does_not_hand_over(
-    decider: MessageDecider, text: str
-) -> None:
-    decision = decider.decide(text)
-    assert not decider.hands_over(decision, model_decides=False)
-    assert not decider.hands_over(decision, model_decides=True)
