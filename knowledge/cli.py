@@ -22,7 +22,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from app.settings import Settings
+    from app.settings import KnowledgeSettings, Settings
     from knowledge import bench
     from knowledge.client import KnowledgeClient
     from knowledge.embeddings import Embedder
@@ -366,23 +366,25 @@ def run_calibrate(
     collection: per query language with enough answerable questions, and over all of them,
     the highest similarity that refuses at most MAX_REFUSED of the answerable questions;
     with --scope, the scope's cut as well. Prints the settings to use."""
-    import numpy as np
-
     from knowledge.relevance import (
         ANY_LANGUAGE,
         best_similarity,
         calibrate_by_language,
         load_questions,
     )
-    from knowledge.scope import THRESHOLDS_SHARE
+    from knowledge.scope import THRESHOLDS_SHARE, documentation_scope
 
     console = _console()
+    knowledge = _settings().knowledge
     labelled = [question for path in questions for question in load_questions(path)]
     with _knowledge_base() as kb:
         _require_collection(kb, kb.collection)
         scored = [(question, best_similarity(kb, question.text)) for question in labelled]
-        vectors = np.stack([kb.embedder.embed_query(question.text) for question in labelled])
-        embedder = _settings().knowledge.embedder
+        # The scope's own vectors, kept where the service's scope finds them.
+        fitted = knowledge.model_copy(update={"scope_questions": questions})
+        scoped = documentation_scope(fitted, kb.embedder) if scope else None
+        vectors = scoped.vectors() if scoped else None
+    embedder = knowledge.embedder
     thresholds_share = max_refused * (THRESHOLDS_SHARE if scope else 1.0)
     setting = {}
     for language, chosen in calibrate_by_language(scored, thresholds_share).items():
@@ -399,8 +401,9 @@ def run_calibrate(
         highlight=False,
         soft_wrap=True,
     )
-    if scope:
-        _print_scope(console, questions, scored, vectors, setting, embedder, max_refused)
+    if vectors is not None:
+        thresholds = knowledge.model_copy(update={"min_similarity": setting})
+        _print_scope(console, questions, scored, vectors, thresholds, max_refused)
 
 
 def _print_scope(
@@ -408,20 +411,14 @@ def _print_scope(
     questions: list[Path],
     scored: "list[tuple[LabelledQuestion, float]]",
     vectors: Any,
-    setting: dict[str, float],
-    embedder: str,
+    knowledge: "KnowledgeSettings",
     max_refused: float,
 ) -> None:
-    """The scope's cut beside the thresholds just chosen, and the settings to use."""
-    from knowledge.relevance import RelevanceThresholds
+    """The scope's cut beside the thresholds just chosen (`knowledge.min_similarity`), and
+    the settings to use."""
     from knowledge.scope import FOLDS, calibrate_scope
 
-    prefix = f"{embedder}:"
-    thresholds = RelevanceThresholds(
-        setting.get(embedder, 0.0),
-        {k.removeprefix(prefix): v for k, v in setting.items() if k.startswith(prefix)},
-        _settings().knowledge.language,
-    )
+    thresholds = knowledge.relevance_thresholds
     answerable = [question.answerable for question, _ in scored]
     refused_anyway = [best < thresholds.for_query(question.text) for question, best in scored]
     chosen = calibrate_scope(vectors, answerable, refused_anyway, max_refused)

@@ -94,3 +94,27 @@ def test_admin_ingest_needs_the_admin_token(tmp_path: Path) -> None:
     assert recorder.calls == [(tmp_path.resolve(), "docs")]
     missing = {"path": str(tmp_path / "nowhere")}
     assert client.post("/v1/admin/kb/ingest", json=missing, headers=right).status_code == 404
+
+
+def test_calibrate_prints_the_thresholds_and_with_scope_the_scopes_settings(
+    cli_base: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    questions = Path(__file__).with_name("scope_questions.yaml")
+    settings = Settings(_env_file=None)
+    settings.knowledge.model_cache_dir = tmp_path
+    monkeypatch.setattr(cli, "_settings", lambda: settings)
+    runner = CliRunner()
+
+    plain = runner.invoke(cli.app, ["calibrate", "--questions", str(questions)])
+    assert plain.exit_code == 0, plain.output
+    assert "SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY=" in plain.output
+    assert "SCOPE" not in plain.output
+    assert not list(tmp_path.glob("scope-questions*"))  # nothing embedded for a scope
+
+    scoped = runner.invoke(cli.app, ["calibrate", "--scope", "--questions", str(questions)])
+    assert scoped.exit_code == 0, scoped.output
+    assert f"SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS='[\"{questions}\"]'" in scoped.output
+    cut = float(scoped.output.split("SUPPORTBOT_KNOWLEDGE__SCOPE_CUT=")[1].split()[0])
+    assert 0 <= cut <= 1
+    # The questions' vectors are kept where the service's scope looks for them.
+    assert len(list(tmp_path.glob("scope-questions*.npy"))) == 1
