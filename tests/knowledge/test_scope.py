@@ -17,6 +17,7 @@ from knowledge.relevance import LabelledQuestion, load_questions
 from knowledge.scope import DocumentationScope, choose_cut, documentation_scope
 from knowledge.types import Passage
 from tests.conftest import make_client
+from tests.test_model_faults import ask
 
 QUESTIONS = Path(__file__).with_name("scope_questions.yaml")
 
@@ -120,11 +121,8 @@ def test_the_questions_vectors_are_kept_under_their_fingerprint(tmp_path: Path) 
     assert replaced != kept and np.load(replaced).shape[0] == len(questions) - 1
 
 
-def _ask(client: TestClient, key: str, text: str) -> dict[str, Any]:
-    response = client.post(
-        f"/v1/conversations/{key}/messages",
-        json={"audience": "client", "author": "Ann", "text": text},
-    )
+def _reply(client: TestClient, key: str, text: str) -> dict[str, Any]:
+    response = ask(client, text, key=key)
     assert response.status_code == 200, response.text
     reply: dict[str, Any] = response.json()
     return reply
@@ -136,11 +134,11 @@ def test_the_served_app_tells_a_question_outside_its_scope_not_in_the_docs(
     with make_client(settings.model_copy(deep=True), sample_index) as client:
         # The similarity threshold alone lets the sample pages answer it (a Russian question
         # against English and Russian pages, at 0.81 over e5:ru's 0.787).
-        assert _ask(client, "threshold-only", LAPTOP)["citations"]
+        assert _reply(client, "threshold-only", LAPTOP)["citations"]
     settings.knowledge.scope_questions = [QUESTIONS]
     settings.knowledge.model_cache_dir = tmp_path / "cache"
     with make_client(settings, sample_index) as client:
-        outside = _ask(client, "outside", LAPTOP)
-        inside = _ask(client, "inside", "How do I create an invoice?")
+        outside = _reply(client, "outside", LAPTOP)
+        inside = _reply(client, "inside", "How do I create an invoice?")
     assert outside["citations"] == [], outside
     assert inside["citations"] and "New invoice" in inside["text"]
