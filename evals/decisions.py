@@ -247,11 +247,8 @@ def cross_validate(
         ]
         for i, m in enumerate(messages)
     }
-    person = decider.classifier.person_examples
-    person_vectors = (
-        np.stack([embedder.embed_query(text) for text, _ in person]) if person else None
-    )
-    person_labels = [intent for _, intent in person]
+    person_vectors = decider.classifier.person_example_vectors()  # the service's, cached
+    person_labels = [intent for _, intent in decider.classifier.person_examples]
     clean: list[Decided] = []
     noisy: list[Decided] = []
     for k in range(folds):

@@ -166,6 +166,10 @@ def with_misspelled_copies(
     return texts, labels, np.array(weights)
 
 
+def _digest(embedder: str, text: str) -> str:
+    return hashlib.sha256(f"{embedder}\0{text}".encode()).hexdigest()[:16]
+
+
 class IntentClassifier:
     """See the module docstring. Fitted on first use (`warm`); with `cache`, the examples'
     vectors (3-4 s of CPU to embed, and as much again for each misspelled copy) are kept on
@@ -192,16 +196,24 @@ class IntentClassifier:
 
     @property
     def fingerprint(self) -> str:
-        """Changes with the examples, the person head's labelled messages, the embedder and
-        the misspelled copies (what the fit depends on)."""
+        """Changes with the examples, the embedder and the misspelled copies (what the
+        examples' vectors depend on)."""
         text = "\0".join(f"{k}\0{v}" for k, vs in sorted(self._examples.items()) for v in vs)
-        text += "\0person\0" + "\0".join(f"{k}\0{v}" for v, k in self.person_examples)
         if self.noisy_copies:
             text += (
                 f"\0noise {NOISE_VERSION} copies {self.noisy_copies} rate {self.noise_rate} "
                 f"seed {NOISE_SEED}"
             )
-        return hashlib.sha256(f"{self.embedder.name}\0{text}".encode()).hexdigest()[:16]
+        return _digest(self.embedder.name, text)
+
+    def person_example_vectors(self) -> Vectors | None:
+        """The person head's labelled messages' vectors (kept on disk under their own
+        fingerprint: another set of them leaves the examples' vectors be)."""
+        texts = [text for text, _ in self.person_examples]
+        if not texts:
+            return None
+        fingerprint = _digest(self.embedder.name, "\0".join(texts))
+        return query_vectors(self.embedder, texts, self._cache, "person-examples", fingerprint)
 
     def warm(self) -> None:
         with self._lock:
@@ -212,20 +224,10 @@ class IntentClassifier:
                 vectors = query_vectors(
                     self.embedder, texts, self._cache, "intent-examples", self.fingerprint
                 )
-                person_texts = [text for text, _ in self.person_examples]
-                person_vectors = (
-                    query_vectors(
-                        self.embedder,
-                        person_texts,
-                        self._cache,
-                        "person-examples",
-                        self.fingerprint,
-                    )
-                    if person_texts
-                    else None
-                )
                 person_labels = [intent for _, intent in self.person_examples]
-                self._model = IntentModel(vectors, labels, weights, person_vectors, person_labels)
+                self._model = IntentModel(
+                    vectors, labels, weights, self.person_example_vectors(), person_labels
+                )
 
     def classify(self, text: str, vector: Vectors | None = None) -> Intent:
         """`vector`: the message's query embedding when the caller has it already."""

@@ -291,3 +291,24 @@ def test_the_examples_vectors_are_kept_on_disk_and_rebuilt_when_damaged(tmp_path
     rebuilt = IntentClassifier(e5, examples, GraphCache(tmp_path))
     assert rebuilt.classify("how do I post a bill").label == "question"
     assert np.load(stored).shape == (2, e5.dimension)
+
+
+def test_the_person_heads_labelled_messages_are_kept_on_disk_apart_from_the_examples(
+    tmp_path: Path,
+) -> None:
+    examples = {"question": ["how do I post an invoice"], "person": ["get me a human"]}
+    labelled = [("put me through to your staff", "person"), ("where is the ledger", "question")]
+    e5 = get_embedder("e5")
+    IntentClassifier(e5, examples, GraphCache(tmp_path), person_examples=labelled).warm()
+    (examples_file,) = tmp_path.glob("intent-examples-*.npy")
+    assert np.load(next(tmp_path.glob("person-examples-*.npy"))).shape == (2, e5.dimension)
+
+    # Both from the cache: nothing embedded again.
+    unavailable = _Unavailable(e5.name, e5.dimension)
+    IntentClassifier(unavailable, examples, GraphCache(tmp_path), person_examples=labelled).warm()
+    # Other labelled messages: those embedded anew, the examples' vectors kept.
+    more = [*labelled, ("a human please", "person")]
+    IntentClassifier(e5, examples, GraphCache(tmp_path), person_examples=more).warm()
+    assert list(tmp_path.glob("intent-examples-*.npy")) == [examples_file]
+    (person_file,) = tmp_path.glob("person-examples-*.npy")
+    assert np.load(person_file).shape == (3, e5.dimension)
