@@ -28,7 +28,7 @@ import numpy as np
 import yaml
 
 from app.decisions.decider import Decision, MessageDecider
-from app.decisions.intent import EXAMPLES, NOISE_SEED, IntentModel
+from app.decisions.intent import EXAMPLES, NOISE_SEED, IntentModel, load_labelled_messages
 from app.decisions.noise import misspelled_copies
 from knowledge.embeddings import Embedder, Vectors
 from knowledge.relevance import RelevanceThresholds, best_similarity
@@ -272,9 +272,15 @@ def leave_one_set_out(
     out in turn, fitted on the examples and the other sets: for each threshold, the held-out
     requests for a person and questions given a person as a whole (what `person_confidence`
     is read from; sets by other writers tell more than folds of one)."""
-    embedder = decider.classifier.embedder
-    sets = [load_messages(path) for path in decider.settings.person_examples if path.is_file()]
-    vectors = [np.stack([embedder.embed_query(m.text) for m in held]) for held in sets]
+    classifier = decider.classifier
+    embedder = classifier.embedder
+    # The sets in the classifier's order, their vectors from its cache, cut back into sets.
+    sets = [load_labelled_messages([path]) for path in decider.settings.person_examples]
+    every = classifier.person_example_vectors()
+    if every is None or len(every) != sum(map(len, sets)):
+        raise ValueError("no labelled sets to hold out (decisions.person_examples)")
+    ends = np.cumsum([len(held) for held in sets])
+    vectors = np.split(every, ends[:-1])
     fitted = [m for m in examples if not m.id.startswith("language-")]  # as cross_validate
     example_vectors = np.stack([embedder.embed_query(m.text) for m in fitted])
     labels = [m.intent for m in fitted]
@@ -285,11 +291,11 @@ def leave_one_set_out(
             example_vectors,
             labels,
             person_vectors=np.concatenate([vectors[i] for i in others]),
-            person_labels=[m.intent for i in others for m in sets[i]],
+            person_labels=[intent for i in others for _, intent in sets[i]],
         )
         given += [
-            (m.intent, model.person_probability(v))
-            for m, v in zip(held, vectors[index], strict=True)
+            (intent, model.person_probability(v))
+            for (_, intent), v in zip(held, vectors[index], strict=True)
         ]
 
     def share(intent: str, threshold: float) -> Share:

@@ -78,3 +78,36 @@ def test_labelled_messages_are_routed_and_counted_per_language(
     assert decided["p2"]["hands_over"] and decided["p2"]["language"] == "ru"
     assert decided["s1"]["smalltalk"] and not decided["q3"]["smalltalk"]
     assert decided["q1"]["not_in_docs"] is False and decided["q3"]["not_in_docs"] is None
+
+
+def test_by_set_holds_each_labelled_set_out_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sets = [
+        [
+            ("Put me through to a person, please", "person"),
+            ("I need somebody from support on the phone", "person"),
+            ("How do I reconcile my bank account?", "question"),
+        ],
+        [
+            ("Verbinden Sie mich mit einem Mitarbeiter", "person"),
+            ("Where do I change the tax rate?", "question"),
+            ("Как создать счёт?", "question"),
+        ],
+    ]
+    paths = []
+    for number, labelled in enumerate(sets):
+        path = tmp_path / f"set_{number}.yaml"
+        messages = [{"id": str(i), "text": t, "intent": k} for i, (t, k) in enumerate(labelled)]
+        path.write_text(yaml.safe_dump({"messages": messages}, allow_unicode=True), "utf-8")
+        paths.append(str(path))
+    monkeypatch.setenv("SUPPORTBOT_DECISIONS__PERSON_EXAMPLES", json.dumps(paths))
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(cli, ["eval", "decisions", "--by-set"])
+    finally:
+        get_settings.cache_clear()
+
+    assert result.exit_code == 0, result.output
+    requests, questions = row(result.output, "0.45")[1:]
+    assert requests.split()[0] == "3/3" and questions.split()[0] == "0/3"
