@@ -141,7 +141,9 @@ class DocumentationScope:
 
     @property
     def fingerprint(self) -> str:
-        text = "\0".join(f"{q.answerable}\0{q.text}" for q in self.questions)
+        """Changes with what the vectors depend on: the questions' texts and the embedder
+        (a question relabelled keeps its vector)."""
+        text = "\0".join(question.text for question in self.questions)
         return hashlib.sha256(f"{self.embedder.name}\0{text}".encode()).hexdigest()[:16]
 
     def vectors(self) -> Vectors:
