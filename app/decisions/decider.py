@@ -14,7 +14,6 @@ from app.decisions.intent import (
     Intent,
     IntentClassifier,
     load_examples,
-    load_labelled_messages,
 )
 from app.settings import DecisionSettings
 from knowledge.embeddings import Vectors, get_embedder
@@ -160,6 +159,6 @@ def decider_for(
         load_examples(),
         GraphCache(folder),
         noisy_copies=settings.noisy_copies,
-        person_examples=load_labelled_messages(settings.person_examples),
+        person_example_files=settings.person_examples,
     )
     return MessageDecider(settings, classifier)

@@ -28,6 +28,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from threading import Lock
 from typing import Any
@@ -183,11 +184,11 @@ class IntentClassifier:
         cache: GraphCache | None = None,
         noisy_copies: int = 0,
         noise_rate: float = NOISE_RATE,
-        person_examples: Sequence[tuple[str, str]] = (),
+        person_example_files: Sequence[Path] = (),
     ) -> None:
         self.embedder = embedder
         self._examples = examples
-        self.person_examples = list(person_examples)
+        self._person_example_files = tuple(person_example_files)
         self._cache = cache
         self.noisy_copies = noisy_copies
         self.noise_rate = noise_rate
@@ -205,6 +206,13 @@ class IntentClassifier:
                 f"seed {NOISE_SEED}"
             )
         return _digest(self.embedder.name, text)
+
+    @cached_property
+    def person_examples(self) -> list[tuple[str, str]]:
+        """The person head's labelled messages, (text, intent), read when first needed (the
+        fit, in the warm-up): ~0.1 s of YAML a server need not read before its port
+        answers."""
+        return load_labelled_messages(self._person_example_files)
 
     def person_example_vectors(self) -> Vectors | None:
         """The person head's labelled messages' vectors (kept on disk under their own

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from app.decisions.decider import MessageDecider, decider_for
 from app.decisions.intent import IntentClassifier, load_examples
@@ -297,18 +298,31 @@ def test_the_person_heads_labelled_messages_are_kept_on_disk_apart_from_the_exam
     tmp_path: Path,
 ) -> None:
     examples = {"question": ["how do I post an invoice"], "person": ["get me a human"]}
-    labelled = [("put me through to your staff", "person"), ("where is the ledger", "question")]
+    labelled = _labelled_file(
+        tmp_path / "labelled.yaml",
+        [("put me through to your staff", "person"), ("where is the ledger", "question")],
+    )
     e5 = get_embedder("e5")
-    IntentClassifier(e5, examples, GraphCache(tmp_path), person_examples=labelled).warm()
+    IntentClassifier(e5, examples, GraphCache(tmp_path), person_example_files=[labelled]).warm()
     (examples_file,) = tmp_path.glob("intent-examples-*.npy")
     assert np.load(next(tmp_path.glob("person-examples-*.npy"))).shape == (2, e5.dimension)
 
     # Both from the cache: nothing embedded again.
     unavailable = _Unavailable(e5.name, e5.dimension)
-    IntentClassifier(unavailable, examples, GraphCache(tmp_path), person_examples=labelled).warm()
+    IntentClassifier(
+        unavailable, examples, GraphCache(tmp_path), person_example_files=[labelled]
+    ).warm()
     # Other labelled messages: those embedded anew, the examples' vectors kept.
-    more = [*labelled, ("a human please", "person")]
-    IntentClassifier(e5, examples, GraphCache(tmp_path), person_examples=more).warm()
+    more = _labelled_file(tmp_path / "more.yaml", [("a human please", "person")])
+    IntentClassifier(
+        e5, examples, GraphCache(tmp_path), person_example_files=[labelled, more]
+    ).warm()
     assert list(tmp_path.glob("intent-examples-*.npy")) == [examples_file]
     (person_file,) = tmp_path.glob("person-examples-*.npy")
     assert np.load(person_file).shape == (3, e5.dimension)
+
+
+def _labelled_file(path: Path, labelled: list[tuple[str, str]]) -> Path:
+    messages = [{"text": text, "intent": intent} for text, intent in labelled]
+    path.write_text(yaml.safe_dump({"messages": messages}), encoding="utf-8")
+    return path
