@@ -70,9 +70,9 @@ class Calibration:
 def load_questions(path: Path) -> list[LabelledQuestion]:
     """Questions labelled `docs: answerable | unanswerable` (a `questions:` or `messages:`
     list; others are skipped)."""
-    import yaml  # only where questions are read: the settings import this module
+    from knowledge.yaml_files import read_yaml  # the settings import this module
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     items = data.get("questions") or data.get("messages") or []
     return [
         LabelledQuestion(item["text"], item["docs"] == "answerable", item.get("language", "en"))

@@ -17,8 +17,9 @@ which a question is out of it (`SUPPORTBOT_KNOWLEDGE__SCOPE_CUT`) is chosen by
 `supportbot kb calibrate --scope` on the same questions, by cross-validation."""
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from threading import Lock
 from typing import TYPE_CHECKING
 
@@ -121,23 +122,29 @@ def calibrate_scope(
 
 class DocumentationScope:
     """The fitted scope of one collection (see the module docstring), fitted on first use
-    (`warm`); with `cache`, the questions' vectors are kept on disk."""
+    (`warm`: a server's warm-up, after its port answers); `read_questions` gives its
+    labelled questions then; with `cache`, their vectors are kept on disk."""
 
     def __init__(
         self,
         embedder: Embedder,
-        questions: Sequence[LabelledQuestion],
+        read_questions: Callable[[], Sequence[LabelledQuestion]],
         cut: float,
         cache: GraphCache | None = None,
     ) -> None:
-        if not any(q.answerable for q in questions) or all(q.answerable for q in questions):
-            raise ValueError("a scope needs answerable and unanswerable questions")
         self.embedder = embedder
-        self.questions = list(questions)
+        self._read_questions = read_questions
         self.cut = cut
         self._cache = cache
         self._model: SoftmaxRegression | None = None
         self._lock = Lock()
+
+    @cached_property
+    def questions(self) -> list[LabelledQuestion]:
+        questions = list(self._read_questions())
+        if not any(q.answerable for q in questions) or all(q.answerable for q in questions):
+            raise ValueError("a scope needs answerable and unanswerable questions")
+        return questions
 
     @property
     def fingerprint(self) -> str:
@@ -173,6 +180,11 @@ def documentation_scope(
     """The configured collection's scope, or None when no questions are configured."""
     if not settings.scope_questions:
         return None
-    questions = [q for path in settings.scope_questions for q in load_questions(path)]
+    paths = settings.scope_questions
     cache = GraphCache(settings.model_cache_dir or default_cache_folder())
-    return DocumentationScope(embedder, questions, settings.scope_cut, cache)
+    return DocumentationScope(
+        embedder,
+        lambda: [q for path in paths for q in load_questions(path)],
+        settings.scope_cut,
+        cache,
+    )

@@ -31,15 +31,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from threading import Lock
-from typing import Any
 
 import numpy as np
-import yaml
 
 from app.decisions.noise import misspelled_copies
 from knowledge.embeddings import Embedder, Vectors, query_vectors
 from knowledge.graph_cache import GraphCache
 from knowledge.regression import Floats, SoftmaxRegression
+from knowledge.yaml_files import read_yaml
 
 EXAMPLES = Path(__file__).with_name("examples.yaml")
 log = logging.getLogger(__name__)
@@ -83,20 +82,13 @@ class Intent:
 
 def load_examples(path: Path = EXAMPLES) -> dict[str, list[str]]:
     """Example messages per intent, every language together."""
-    data = _read_yaml(path)
+    data = read_yaml(path)
     examples: dict[str, list[str]] = {}
     for intent, by_language in data["examples"].items():
         if intent not in INTENTS:
             raise ValueError(f"{path}: unknown intent {intent!r}; use one of {INTENTS}")
         examples[intent] = [text for texts in by_language.values() for text in texts]
     return examples
-
-
-def _read_yaml(path: Path) -> Any:
-    # libyaml's parser where PyYAML has it (its wheels do): the same safe loading, read
-    # at every start-up, in 2 ms rather than 40 ms for the examples.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
 
 
 def load_labelled_messages(paths: Sequence[Path]) -> list[tuple[str, str]]:
@@ -110,7 +102,7 @@ def load_labelled_messages(paths: Sequence[Path]) -> list[tuple[str, str]]:
                 "labelled messages %s not found: the person head is fitted without them", path
             )
             continue
-        for item in _read_yaml(path).get("messages") or []:
+        for item in read_yaml(path).get("messages") or []:
             if item.get("intent") in (QUESTION, PERSON, SMALLTALK):
                 labelled.append((item["text"], item["intent"]))
     return labelled

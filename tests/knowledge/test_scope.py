@@ -2,6 +2,7 @@
 vectors fitted to labelled questions of one collection, the cut `kb calibrate --scope`
 chooses, and the search tool telling a question outside the scope "not in the docs"."""
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ UNCOVERED = [
 
 @pytest.fixture(scope="module")
 def scope() -> DocumentationScope:
-    return DocumentationScope(get_embedder("e5"), load_questions(QUESTIONS), cut=0.5)
+    return DocumentationScope(get_embedder("e5"), partial(load_questions, QUESTIONS), cut=0.5)
 
 
 @pytest.mark.parametrize("question", COVERED)
@@ -104,17 +105,19 @@ def test_without_questions_there_is_no_scope(tmp_path: Path) -> None:
     settings = KnowledgeSettings(scope_questions=[QUESTIONS], model_cache_dir=tmp_path)
     configured = documentation_scope(settings, embedder)
     assert configured is not None and configured.cut == settings.scope_cut
+    assert configured.questions == load_questions(QUESTIONS)  # read when first needed
+    only_answerable = DocumentationScope(embedder, lambda: [LabelledQuestion("How?", True)], 0.5)
     with pytest.raises(ValueError, match="answerable and unanswerable"):
-        DocumentationScope(embedder, [LabelledQuestion("How do I?", True)], 0.5)
+        only_answerable.warm()
 
 
 def test_the_questions_vectors_are_kept_under_their_fingerprint(tmp_path: Path) -> None:
     embedder, questions = get_embedder("e5"), load_questions(QUESTIONS)
-    first = DocumentationScope(embedder, questions, 0.5, GraphCache(tmp_path))
+    first = DocumentationScope(embedder, lambda: questions, 0.5, GraphCache(tmp_path))
     first.warm()
     (kept,) = tmp_path.glob("scope-questions*.npy")
     assert np.load(kept).shape == (len(questions), embedder.dimension)
-    fewer = DocumentationScope(embedder, questions[1:], 0.5, GraphCache(tmp_path))
+    fewer = DocumentationScope(embedder, lambda: questions[1:], 0.5, GraphCache(tmp_path))
     assert fewer.fingerprint != first.fingerprint
     fewer.warm()  # other questions: embedded again, in place of the first ones
     (replaced,) = tmp_path.glob("scope-questions*.npy")
