@@ -2,18 +2,16 @@
 (HTTP, Telegram, CLI, evals) uses the same `Runtime`."""
 
 import asyncio
-import contextvars
 import ctypes
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import Any
 
 import anyio
-from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableLambda
@@ -23,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.agent.expert.search import search_backend
+from app.agent.lean import create_lean_agent
 from app.agent.memory.cache_hints import ProviderCacheMiddleware
 from app.agent.memory.middleware import MemoryMiddleware
 from app.agent.memory.profiles import MemoryProfile
@@ -147,7 +146,7 @@ def agent_factory(
             ProviderCacheMiddleware(settings.observability.simulator_rules),
             *tool_retries,
         ]
-        return create_agent(
+        return create_lean_agent(
             model,
             tools=[*profile_tools, request_human] if profile in handing_over else profile_tools,
             system_prompt=settings.chat.system_prompt,
@@ -180,7 +179,6 @@ class Runtime:
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
         warn_if_pool_queues_chats(settings)
-        run_langsmith_hooks_inline()
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
         knowledge_client = KnowledgeClient.acquire(settings.knowledge)
@@ -308,30 +306,6 @@ class Runtime:
 def _log_failed_warm_up(warming: "asyncio.Future[None]") -> None:
     if not warming.cancelled() and (error := warming.exception()) is not None:
         log.error("start-up could not load what the first turn needs: %r", error)
-
-
-def run_langsmith_hooks_inline() -> None:
-    """LangChain wraps every middleware's `wrap_model_call` and `wrap_tool_call` in
-    LangSmith's `traceable`, which hands its set-up and its end to a worker thread even
-    when LangSmith tracing is off (the service traces with Langfuse): two thread hops per
-    hook, about 25 a turn. With LangSmith tracing off they run inline, through LangSmith's
-    documented runtime override; with it on, on the thread as before."""
-    import langsmith
-    from langsmith.utils import tracing_is_enabled
-
-    async def aio_to_thread(
-        default: Callable[..., Awaitable[Any]],
-        context: contextvars.Context,
-        function: Callable[..., Any],
-        /,
-        *args: Any,
-        **kwargs: Any,
-    ) -> Any:
-        if context.run(tracing_is_enabled):
-            return await default(context, function, *args, **kwargs)
-        return context.run(function, *args, **kwargs)
-
-    langsmith.set_runtime_overrides(aio_to_thread=aio_to_thread)
 
 
 def release_freed_memory() -> None:

@@ -1,6 +1,6 @@
 """What a turn hands to worker threads: the blocking work only (the decider's and the
 search's embedding, the search), not LangSmith's set-up around every middleware hook,
-which runs inline while LangSmith tracing is off."""
+which agents built while LangSmith tracing is off do not have (app/agent/lean.py)."""
 
 import asyncio
 from collections.abc import Callable, Iterator
@@ -14,7 +14,7 @@ from app.chat.types import TurnRequest
 from app.db import migrate
 from app.db.engine import make_async_engine
 from app.handoff.service import HandoffService
-from app.runtime import agent_factory, run_langsmith_hooks_inline
+from app.runtime import agent_factory
 from app.settings import Settings
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
 
@@ -46,7 +46,6 @@ async def test_a_turn_hands_only_its_blocking_work_to_threads(settings: Settings
     turns = TurnStore(engine)
     agents = agent_factory(settings, CapturingChatModel(), KeywordRetriever(ARTICLES))
     service = ChatService(settings, turns, agents, handoffs=HandoffService(settings, turns))
-    run_langsmith_hooks_inline()  # as the runtime does
     ask = TurnRequest("api", "api:hops", "client", "Ann", "How do I create an invoice?")
     try:
         await service.handle_turn(ask)

@@ -9,7 +9,6 @@ runs out it returns the best sentences of the pages it has read so far.
 import asyncio
 from typing import Any
 
-from langchain.agents import create_agent
 from langchain.agents.middleware import (
     AgentMiddleware,
     ModelCallLimitMiddleware,
@@ -42,6 +41,7 @@ from app.agent.expert.tools import (
     fetch_page_tool,
     web_search_tool,
 )
+from app.agent.lean import create_lean_agent
 from app.agent.models import OFFLINE, build_chat_model
 from app.agent.tools import ASK_EXPERT
 from app.observability.calls import PURPOSE_KEY
@@ -85,7 +85,7 @@ class Expert:
                 tool_name=FETCH_PAGE, run_limit=settings.max_pages, exit_behavior="continue"
             ),
         ]
-        self._agent: Any = create_agent(
+        self._agent: Any = create_lean_agent(
             model,
             tools=[
                 web_search_tool(backend, settings.search_results),
