@@ -4,12 +4,13 @@ The similarity threshold (`knowledge.relevance`) asks whether a search found a p
 worded like the question. Many questions the documentation does not answer still find
 one: "how much does the pro plan cost?" lands on a page about prices, "is there an
 iPhone app?" on one about importing from a phone. Their vectors tell more than their best
-similarity: on the GnuCash manuals, a logistic regression over the question's e5 query
-vector, fitted to questions labelled answerable / unanswerable for that collection, told
-90% of unanswerable questions "not in the docs" at 5.5% of answerable ones refused, where
-the thresholds alone told 56% (each labelled set held out in turn, fitted on the others);
-on three sets written blind afterwards 90%, 67% and 71%, with 0–3% refused
-(docs/benchmarks.md, decisions).
+similarity: on the GnuCash manuals, a logistic regression over the question's centred e5
+query vector, fitted to questions labelled answerable / unanswerable for that collection,
+told 91% of unanswerable questions "not in the docs" at 5% of answerable ones refused
+(each labelled set held out in turn, fitted on the others), where the thresholds alone
+told 61%; on the newest sets written blind about half (51-56%, 0-1 of 75 refused): features
+the program lacks, asked as how-tos, sit among the covered ones (docs/benchmarks.md,
+decisions).
 
 A scope belongs to one collection: it is fitted to that collection's labelled questions
 (`SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS`), when first used, and the probability above
