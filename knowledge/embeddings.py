@@ -161,6 +161,11 @@ def _loaded(name: str, cache_folder: Path) -> Embedder:
     return _EMBEDDERS[name](cache_folder)
 
 
+# Builds of one name's vectors kept in the cache folder: a server with other labelled sets
+# (another revision, other settings) finds its own still there.
+KEPT_VECTOR_SETS = 4
+
+
 def query_vectors(
     embedder: Embedder, texts: list[str], cache: GraphCache | None, name: str, fingerprint: str
 ) -> Vectors:
@@ -175,6 +180,8 @@ def query_vectors(
 
     if cache is None:
         return np.load(io.BytesIO(embedded()))
-    found = cache.get_or_build(name, {"fingerprint": fingerprint}, embedded, ".npy")
+    found = cache.get_or_build(
+        name, {"fingerprint": fingerprint}, embedded, ".npy", keep=KEPT_VECTOR_SETS
+    )
     vectors: Vectors = np.load(io.BytesIO(found) if isinstance(found, bytes) else found)
     return vectors

@@ -7,8 +7,14 @@ change to any of them misses and builds anew; a JSON file beside the graph holds
 the graph's digest, so a truncated or damaged graph is noticed and rebuilt. The cache is an
 optimization only: a folder that cannot be read or written logs a warning and the graph is
 built in memory as before.
+
+A name keeps its newest `keep` builds (by last use): one for a graph (43 MB, rebuilt only
+when what it is built from changes), a few for small files such as labelled examples'
+vectors, which servers with different labelled sets sharing one folder (two revisions
+side by side, a rolling upgrade) would otherwise replace at each other's start.
 """
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -42,16 +48,25 @@ class GraphCache:
         return self.folder / f"{stem}{suffix}", self.folder / f"{stem}.json"
 
     def get_or_build(
-        self, name: str, key: Mapping[str, str], build: Callable[[], bytes], suffix: str = ".onnx"
+        self,
+        name: str,
+        key: Mapping[str, str],
+        build: Callable[[], bytes],
+        suffix: str = ".onnx",
+        keep: int = 1,
     ) -> Path | bytes:
         """The stored file, checked whole, for this name and key; else what `build` makes,
-        stored for the next time: its file, or its bytes when they could not be stored.
-        (A file, so that a reader such as onnxruntime holds no second copy.)"""
+        stored for the next time (with the newest `keep` builds of this name): its file, or
+        its bytes when they could not be stored. (A file, so that a reader such as
+        onnxruntime holds no second copy.)"""
         graph_path, key_path = self.paths(name, key, suffix)
         if self._intact(graph_path, key_path, key):
+            with contextlib.suppress(OSError):  # its last use, for `keep`
+                os.utime(key_path)
             return graph_path
         graph = build()
-        return graph_path if self._write(name, graph, graph_path, key_path, key) else graph
+        stored = self._write(name, graph, graph_path, key_path, key, keep)
+        return graph_path if stored else graph
 
     def _intact(self, graph_path: Path, key_path: Path, key: Mapping[str, str]) -> bool:
         try:
@@ -71,7 +86,13 @@ class GraphCache:
         return True
 
     def _write(
-        self, name: str, graph: bytes, graph_path: Path, key_path: Path, key: Mapping[str, str]
+        self,
+        name: str,
+        graph: bytes,
+        graph_path: Path,
+        key_path: Path,
+        key: Mapping[str, str],
+        keep: int,
     ) -> bool:
         record = {"key": dict(key), "sha256": hashlib.sha256(graph).hexdigest()}
         try:
@@ -79,15 +100,22 @@ class GraphCache:
             # The graph first, its key file last: a reader that finds the key finds the graph.
             _replace_atomically(graph_path, graph)
             _replace_atomically(key_path, json.dumps(record, indent=2).encode())
-            for stale in self.folder.glob(f"{name}-*"):  # built for keys no longer used
-                if stale not in (graph_path, key_path):
-                    stale.unlink(missing_ok=True)
+            self._drop_all_but_newest(name, keep)
         except OSError as error:
             log.warning(
                 "cannot store the graph in %s (built again next start): %s", self.folder, error
             )
             return False
         return True
+
+    def _drop_all_but_newest(self, name: str, keep: int) -> None:
+        """Remove the builds of `name` beyond the `keep` last used (a key file's time)."""
+        key_files = sorted(
+            self.folder.glob(f"{name}-*.json"), key=lambda path: path.stat().st_mtime
+        )
+        for stale in key_files[: max(0, len(key_files) - keep)]:
+            for path in self.folder.glob(f"{stale.stem}.*"):
+                path.unlink(missing_ok=True)
 
 
 def _replace_atomically(path: Path, content: bytes) -> None:

@@ -58,6 +58,21 @@ def test_a_changed_key_builds_again_and_drops_the_old_graph(tmp_path: Path, chan
     assert all(path.exists() for path in cache.paths("e5-int8", new_key))
 
 
+def test_a_name_keeps_its_last_used_builds(tmp_path: Path) -> None:
+    """Two configurations sharing the folder (other labelled sets) find their own builds;
+    beyond `keep`, the least recently used goes."""
+    cache, build = GraphCache(tmp_path), Builds()
+    first, second, third = ({"fingerprint": text} for text in ("one", "two", "three"))
+    for key in (first, second, first, second):
+        cache.get_or_build("person-examples", key, build, ".npy", keep=2)
+    assert build.runs == 2
+    cache.get_or_build("person-examples", first, build, ".npy", keep=2)  # used last
+    cache.get_or_build("person-examples", third, build, ".npy", keep=2)
+    assert build.runs == 3
+    assert not any(path.exists() for path in cache.paths("person-examples", second, ".npy"))
+    assert all(path.exists() for path in cache.paths("person-examples", first, ".npy"))
+
+
 @pytest.mark.parametrize(
     "damage",
     [
