@@ -735,6 +735,15 @@ class DecisionSettings(BaseModel):
         "request for a person to open a handoff when the whole message reads otherwise "
         '("… I\'d rather go through it with one of your people")',
     )
+    person_clause_gate: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="probability of a person the whole message needs before its clauses are "
+        "read on their own: below it a clause that reads as a request is the message's "
+        'way of asking a question ("… Weiß jemand einen passenden Treiber?"); chosen held '
+        "out by set on the first fifteen held-out sets (docs/benchmarks.md)",
+    )
     person_clause_min_words: int = Field(
         4,
         ge=1,
@@ -769,11 +778,11 @@ class DecisionSettings(BaseModel):
     person_examples: tuple[Path, ...] = Field(
         tuple(
             SOURCE_ROOT / "evals" / "decisions" / f"heldout{suffix}.yaml"
-            for suffix in ("", *(f"_{number}" for number in range(2, 13)))
+            for suffix in ("", *(f"_{number}" for number in range(2, 16)))
         ),
         description="labelled first messages (YAML `messages:` with `intent: question | person "
         "| smalltalk`) the person head is fitted to besides the examples: by default the "
-        "held-out sets already reported on, written blind by twelve writers; each was held out "
+        "held-out sets already reported on, written blind by fifteen writers; each was held out "
         "in turn to choose `person_confidence` (`supportbot eval decisions --by-set`). A file "
         "that is missing is skipped",
     )

@@ -24,15 +24,6 @@ from knowledge.language import LanguageGuess, identify
 _CLAUSE_BREAK = re.compile(r"[.,;:!?¿¡…\n]+|\s[-–—]\s")
 
 
-# A long message can be a problem report that ends in a request for a person ("… I'd
-# rather go through it with one of your people"): read as a whole it is a question. Its
-# clauses are read on their own only when the whole gives a person at least this
-# probability (a cost gate: in cross-validation on the examples, 6 of 359 questions pass
-# it, and reading every message's clauses hands over the same requests and questions at
-# clause thresholds from 0.9).
-_CLAUSE_GATE = 0.02
-
-
 @dataclass(frozen=True)
 class Decision:
     intent: str  # question | person | smalltalk | bot (app.decisions.intent)
@@ -62,6 +53,7 @@ class MessageDecider:
             read_person,
             self.sure_of_person,
             self.settings.person_clause_min_words,
+            self.settings.person_clause_gate,
         )
         return Decision(
             intent.label,
@@ -138,11 +130,13 @@ def person_in_clauses(
     read: Callable[[str], float],
     sure: float = 1.0,
     min_words: int = 2,
+    gate: float = 0.0,
 ) -> float:
     """The likeliest request for a person among the clauses of a message, by `read` (the
-    person head); 0 when not worth reading: the whole asks for a person with probability
-    `person` below the gate, or at least `sure` (it hands over as a whole)."""
-    if person < _CLAUSE_GATE or person >= sure:
+    person head); 0 when the whole asks for a person with probability `person` below
+    `gate` (a clause is then its way of asking a question), or at least `sure` (it hands
+    over as a whole)."""
+    if person < gate or person >= sure:
         return 0.0
     return max((read(clause) for clause in clauses(text, min_words)), default=0.0)
 

@@ -84,6 +84,16 @@ QUESTIONS_WITH_PEOPLE_IN_A_CLAUSE = [
     "Кто-нибудь знает, как удалить проводку?",
     "Hilft mir jemand? Wo stelle ich den Steuersatz ein?",
     "Weiß jemand, wie ich eine Rechnung storniere?",
+    # A problem, then "does anyone know": the clause reads as a request, the whole hardly
+    # (below `person_clause_gate`); these two handed over with the gate at 0.02.
+    "Seit dem Umzug auf den neuen Laptop fehlen alle Buchungen vom März. Hat jemand einen "
+    "Tipp, wo die geblieben sein könnten?",
+    "Der Kontoauszug wird seit gestern nicht mehr importiert, Fehlermeldung kommt keine. "
+    "Kennt jemand das Problem?",
+    "Since the update the register shows every amount twice. Does anybody have an idea what "
+    "causes this?",
+    "После переезда на новый ноутбук пропали все проводки за март. Может, кто-то подскажет, "
+    "где их искать?",
 ]
 
 
