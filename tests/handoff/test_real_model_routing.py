@@ -14,7 +14,7 @@ __all__ = ["scripted"]  # the provider fixture
 
 
 # Reads as a request for a person, with less than the 0.9 asked for below.
-UNSURE = "is there anyone who knows more about this?"
+UNSURE = "could someone who knows more look at this?"
 
 
 def test_an_unambiguous_request_skips_the_model_an_uncertain_one_goes_to_it(
