@@ -110,10 +110,13 @@ class GraphCache:
 
     def _drop_all_but_newest(self, name: str, keep: int) -> None:
         """Remove the builds of `name` beyond the `keep` last used (a key file's time)."""
-        key_files = sorted(
-            self.folder.glob(f"{name}-*.json"), key=lambda path: path.stat().st_mtime
-        )
-        for stale in key_files[: max(0, len(key_files) - keep)]:
+        last_used: list[tuple[float, Path]] = []
+        for key_file in self.folder.glob(f"{name}-*.json"):
+            # Another process sharing the folder may have dropped it since the listing.
+            with contextlib.suppress(FileNotFoundError):
+                last_used.append((key_file.stat().st_mtime, key_file))
+        last_used.sort()
+        for _, stale in last_used[: max(0, len(last_used) - keep)]:
             for path in self.folder.glob(f"{stale.stem}.*"):
                 path.unlink(missing_ok=True)
 

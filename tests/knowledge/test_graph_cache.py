@@ -73,6 +73,25 @@ def test_a_name_keeps_its_last_used_builds(tmp_path: Path) -> None:
     assert all(path.exists() for path in cache.paths("person-examples", first, ".npy"))
 
 
+def test_a_build_dropped_by_another_process_meanwhile_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Servers sharing the folder prune it at once: a key file listed by one may be gone
+    before it reads the file's time. The new build is stored all the same."""
+    cache, build = GraphCache(tmp_path), Builds()
+    listed = Path.glob
+
+    def listing_with_a_removed_file(folder: Path, pattern: str) -> list[Path]:
+        return [*listed(folder, pattern), folder / pattern.replace("*", "removed-meanwhile")]
+
+    monkeypatch.setattr(Path, "glob", listing_with_a_removed_file)
+    with caplog.at_level(logging.WARNING):
+        cache.get_or_build("person-examples", {"fingerprint": "one"}, build, ".npy", keep=2)
+        cache.get_or_build("person-examples", {"fingerprint": "one"}, build, ".npy", keep=2)
+    assert build.runs == 1
+    assert "cannot store" not in caplog.text
+
+
 @pytest.mark.parametrize(
     "damage",
     [
