@@ -192,17 +192,19 @@ class KnowledgeSettings(BaseModel):
         default_factory=list,
         description="YAML files of questions labelled `docs: answerable | unanswerable` for "
         "this collection (`questions:` or `messages:` lists, as "
-        "evals/decisions/relevance_calibration.yaml): a regression over their vectors tells a "
-        'question the documentation does not cover at all "not in the docs" even when a '
+        "evals/decisions/relevance_calibration.yaml): a question nearer the unanswerable ones "
+        'than the answerable ones is told "not in the docs" even when a '
         "passage passes the similarity threshold (knowledge/scope.py); empty: the threshold "
         "alone. Calibrate with `supportbot kb calibrate --scope`",
     )
     scope_cut: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="the probability of being outside the documentation above which a "
-        "question is (with `scope_questions`); `supportbot kb calibrate --scope` chooses it",
+        0.0,
+        ge=-2,
+        le=2,
+        description="with `scope_questions`: a question is outside the documentation when "
+        "its five nearest labelled unanswerable questions are nearer (mean cosine) than its "
+        "five nearest answerable ones by more than this; `supportbot kb calibrate --scope` "
+        "chooses it",
     )
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
     min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")

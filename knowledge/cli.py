@@ -361,18 +361,36 @@ def run_calibrate(
             "the thresholds then take 40% of MAX_REFUSED, the scope's cut the rest"
         ),
     ] = False,
+    by_set: Annotated[
+        bool,
+        typer.Option(
+            help="with --scope: instead, hold each questions file out in turn, choose the "
+            "thresholds and the cut on the others and report what they do on it (how the "
+            "scope's neighbours were chosen)"
+        ),
+    ] = False,
+    neighbours: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="with --by-set: the nearest questions of each kind compared (default: the "
+            "service's, knowledge/scope.py)",
+        ),
+    ] = None,
 ) -> None:
     """Choose the relevance thresholds of the configured embedder on the configured
     collection: per query language with enough answerable questions, and over all of them,
     the highest similarity that refuses at most MAX_REFUSED of the answerable questions;
     with --scope, the scope's cut as well. Prints the settings to use."""
+    if by_set and not (scope and len(questions) > 1):
+        _fail("--by-set holds each questions file out in turn: give --scope and two or more", 2)
     from knowledge.relevance import (
         ANY_LANGUAGE,
         best_similarity,
         calibrate_by_language,
         load_questions,
     )
-    from knowledge.scope import THRESHOLDS_SHARE, documentation_scope
+    from knowledge.scope import NEIGHBOURS, THRESHOLDS_SHARE, documentation_scope
 
     console = _console()
     knowledge = _settings().knowledge
@@ -386,6 +404,12 @@ def run_calibrate(
         vectors = scoped.vectors() if scoped else None
     embedder = knowledge.embedder
     thresholds_share = max_refused * (THRESHOLDS_SHARE if scope else 1.0)
+    if by_set and vectors is not None:
+        files = [path for path in questions for _ in load_questions(path)]
+        _print_scope_by_set(
+            console, files, scored, vectors, knowledge, max_refused, neighbours or NEIGHBOURS
+        )
+        return
     setting = {}
     for language, chosen in calibrate_by_language(scored, thresholds_share).items():
         key = f"{embedder}:{language}" if language != ANY_LANGUAGE else embedder
@@ -434,6 +458,62 @@ def _print_scope(
     console.print(
         f"SUPPORTBOT_KNOWLEDGE__SCOPE_CUT={chosen.cut:.3f}", highlight=False, soft_wrap=True
     )
+
+
+def _print_scope_by_set(
+    console: "Console",
+    files: list[Path],
+    scored: "list[tuple[LabelledQuestion, float]]",
+    vectors: Any,
+    knowledge: "KnowledgeSettings",
+    max_refused: float,
+    neighbours: int,
+) -> None:
+    """Each file held out in turn: the thresholds and the cut chosen on the other files as
+    `kb calibrate --scope` chooses them, then applied to the file's questions."""
+    import numpy as np
+    from rich.table import Table
+
+    from knowledge.relevance import ANY_LANGUAGE, RelevanceThresholds, calibrate_by_language
+    from knowledge.scope import THRESHOLDS_SHARE, NearestQuestions, calibrate_scope
+
+    held_files = np.array([str(path) for path in files])
+    answerable = np.array([question.answerable for question, _ in scored])
+    table = Table(
+        "held out", "cut", "answerable refused", '"not in the docs"', title="scope, by set"
+    )
+    totals = np.zeros(4, dtype=int)
+    for name in dict.fromkeys(held_files):
+        held = held_files == name
+        others = [pair for pair, kept in zip(scored, ~held, strict=True) if kept]
+        chosen = calibrate_by_language(others, max_refused * THRESHOLDS_SHARE)
+        thresholds = RelevanceThresholds(
+            chosen[ANY_LANGUAGE].threshold,
+            {key: value.threshold for key, value in chosen.items() if key != ANY_LANGUAGE},
+            knowledge.language,
+        )
+        below = np.array([best < thresholds.for_query(q.text) for q, best in scored])
+        cut = calibrate_scope(
+            vectors[~held], answerable[~held], below[~held], max_refused, neighbours
+        ).cut
+        nearest = NearestQuestions(vectors[~held], answerable[~held], neighbours)
+        refused = below[held] | (nearest.margins(vectors[held]) > cut)
+        covered = answerable[held]
+        counts = np.array(
+            [(refused & covered).sum(), covered.sum(), (refused & ~covered).sum(), (~covered).sum()]
+        )
+        totals += counts
+        table.add_row(Path(name).name, f"{cut:.3f}", *_shares(counts))
+    table.add_row("all", "", *_shares(totals))
+    console.print(table)
+
+
+def _shares(counts: Any) -> list[str]:
+    refused, answerable, caught, unanswerable = (int(count) for count in counts)
+    return [
+        f"{refused}/{answerable} ({refused / max(answerable, 1):.1%})",
+        f"{caught}/{unanswerable} ({caught / max(unanswerable, 1):.1%})",
+    ]
 
 
 @app.command(name="bench")

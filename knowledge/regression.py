@@ -22,9 +22,6 @@ class Fit:
     l2: float = 1e-3  # the weights' penalty
     steps: int = 300
     rate: float = 0.5
-    # Subtract the fitted vectors' mean first: e5 vectors share a large common direction
-    # (any two texts' cosine is ~0.8), which otherwise uses up the steps and the penalty.
-    center: bool = False
 
 
 class SoftmaxRegression:
@@ -41,8 +38,7 @@ class SoftmaxRegression:
         self.classes = sorted(set(labels))
         self._scale = fit.scale
         targets = np.array([self.classes.index(label) for label in labels])
-        self._mean = vectors.mean(axis=0) if fit.center else np.zeros(vectors.shape[1])
-        inputs = (vectors.astype(np.float64) - self._mean) * fit.scale
+        inputs = vectors.astype(np.float64) * fit.scale
         weight = (np.ones(len(labels)) if weights is None else weights)[:, None]
         self._weights = np.zeros((inputs.shape[1], len(self.classes)))
         self._bias = np.zeros(len(self.classes))
@@ -65,4 +61,4 @@ class SoftmaxRegression:
 
     def predict_many(self, vectors: Vectors) -> Floats:
         """Each vector's probabilities, in the order of `classes`."""
-        return self._probabilities((vectors.astype(np.float64) - self._mean) * self._scale)
+        return self._probabilities(vectors.astype(np.float64) * self._scale)

@@ -2,20 +2,23 @@
 
 The similarity threshold (`knowledge.relevance`) asks whether a search found a passage
 worded like the question. Many questions the documentation does not answer still find
-one: "how much does the pro plan cost?" lands on a page about prices, "is there an
-iPhone app?" on one about importing from a phone. Their vectors tell more than their best
-similarity: on the GnuCash manuals, a logistic regression over the question's centred e5
-query vector, fitted to questions labelled answerable / unanswerable for that collection,
-told 91% of unanswerable questions "not in the docs" at 5% of answerable ones refused
-(each labelled set held out in turn, fitted on the others), where the thresholds alone
-told 61%; on the newest sets written blind about half (51-56%, 0-1 of 75 refused): features
-the program lacks, asked as how-tos, sit among the covered ones (docs/benchmarks.md,
-decisions).
+one: "how much does the pro plan cost?" lands on a page about prices, "how do I connect
+GnuCash to Shopify?" on one about importing. Questions labelled answerable / unanswerable
+for that collection tell more: a question is outside the documentation when its nearest
+labelled unanswerable questions are nearer than its nearest answerable ones (the mean
+cosine of the `NEIGHBOURS` nearest of each kind, their difference the question's margin).
+Features a program lacks are asked again and again, by users who word them differently
+(web shops, payment providers, dark mode), each in a pocket of its own among the covered
+how-tos. A regression over the vectors, tried first, drew one boundary through them all
+and caught 47-56% of the unanswerable questions of held-out sets written blind; the
+nearest questions caught 84% of the next blind set's with none of its answerable ones
+refused, and 87-100% of each of the five sets before it held out in turn
+(docs/benchmarks.md, decisions).
 
-A scope belongs to one collection: it is fitted to that collection's labelled questions
-(`SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS`), when first used, and the probability above
-which a question is out of it (`SUPPORTBOT_KNOWLEDGE__SCOPE_CUT`) is chosen by
-`supportbot kb calibrate --scope` on the same questions, by cross-validation."""
+A scope belongs to one collection: it reads that collection's labelled questions
+(`SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS`) when first used, and the margin above which a
+question is out of it (`SUPPORTBOT_KNOWLEDGE__SCOPE_CUT`) is chosen by `supportbot kb
+calibrate --scope` on the same questions, by cross-validation."""
 
 import hashlib
 from collections.abc import Callable, Sequence
@@ -25,25 +28,23 @@ from threading import Lock
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from knowledge.embeddings import Embedder, Vectors, query_vectors
 from knowledge.graph_cache import GraphCache, default_cache_folder
-from knowledge.regression import Fit, SoftmaxRegression
 from knowledge.relevance import LabelledQuestion, load_questions
 
 if TYPE_CHECKING:
     from app.settings import KnowledgeSettings
 
-UNCOVERED = "unanswerable"
-COVERED = "answerable"
-# Chosen by cross-validation on the GnuCash manuals' labelled questions, each set held
-# out in turn (docs/decisions.md): of scales 5/10/20 and penalties 0.001/0.01, the one that
-# caught the most unanswerable questions at 5% of answerable ones refused. Centred, held
-# out by set over the calibration set and twelve held-out sets: 91% caught at 5% refused
-# (78% uncentred, which fitted its own questions to 93% only: a borscht recipe read as
-# covered); scales 10-100 and 300-2,000 steps within a point of it.
-SCOPE_FIT = Fit(scale=10.0, l2=1e-3, center=True)
+# Chosen on the GnuCash manuals' labelled questions, each set held out in turn with the
+# thresholds and the cut chosen on the others (`supportbot kb calibrate --scope --by-set`,
+# docs/decisions.md): 3, 5 and 7 neighbours caught 94.6 / 94.7 / 94.6% of the unanswerable
+# questions at 4.7 / 4.6 / 4.6% of the answerable ones refused; 5 leans less on one question.
+NEIGHBOURS = 5
 FOLDS = 10
+# A margin is a difference of two cosines: no cut above this refuses anything.
+NO_CUT = 2.0
 # How `supportbot kb calibrate --scope` shares the answerable questions it may refuse: the
 # similarity thresholds are placed at this share of them, the scope's cut takes the rest.
 THRESHOLDS_SHARE = 0.4
@@ -51,43 +52,63 @@ THRESHOLDS_SHARE = 0.4
 # far another set's wording lies (held out by set, a cut aimed at 5% refused 6-7%).
 CUT_MARGIN = 0.8
 
+# Each labelled question's kind: answerable or not.
+Kinds = Sequence[bool] | npt.NDArray[np.bool_]
+
 
 @dataclass(frozen=True)
 class ScopeCut:
-    cut: float  # out of scope above this probability
+    cut: float  # out of scope above this margin
     answerable: int
     refused: int  # answerable questions refused by the threshold or the scope
     unanswerable: int
     caught: int  # unanswerable questions told "not in the docs" by either
 
 
-def fit_scope(vectors: Vectors, answerable: Sequence[bool]) -> SoftmaxRegression:
-    labels = [COVERED if covered else UNCOVERED for covered in answerable]
-    return SoftmaxRegression(vectors, labels, fit=SCOPE_FIT)
+class NearestQuestions:
+    """Labelled questions' query vectors (unit length), by kind; a question's margin."""
+
+    def __init__(self, vectors: Vectors, answerable: Kinds, neighbours: int = NEIGHBOURS) -> None:
+        covered = np.asarray(answerable, dtype=bool)
+        if covered.all() or not covered.any():
+            raise ValueError("a scope needs answerable and unanswerable questions")
+        self._answerable = vectors[covered]
+        self._unanswerable = vectors[~covered]
+        self._neighbours = neighbours
+
+    def margins(self, vectors: Vectors) -> np.ndarray:
+        """How much nearer each vector's nearest unanswerable questions are than its
+        nearest answerable ones: above 0, it reads like the unanswerable ones."""
+        unanswerable = _nearest(vectors @ self._unanswerable.T, self._neighbours)
+        return unanswerable - _nearest(vectors @ self._answerable.T, self._neighbours)
 
 
-def uncovered_probabilities(model: SoftmaxRegression, vectors: Vectors) -> np.ndarray:
-    return model.predict_many(vectors)[:, model.classes.index(UNCOVERED)]
+def _nearest(similarities: np.ndarray, neighbours: int) -> np.ndarray:
+    """Each row's mean of its `neighbours` highest similarities."""
+    count = min(neighbours, similarities.shape[1])
+    highest = np.partition(similarities, similarities.shape[1] - count, axis=1)[:, -count:]
+    mean: np.ndarray = highest.mean(axis=1)
+    return mean
 
 
-def held_out_probabilities(
-    vectors: Vectors, answerable: Sequence[bool], folds: int = FOLDS
+def held_out_margins(
+    vectors: Vectors, answerable: Kinds, neighbours: int = NEIGHBOURS, folds: int = FOLDS
 ) -> np.ndarray:
-    """Each question's probability of being out of scope from a fit without it (k folds,
-    every k-th question in one): what a question nobody labelled gets."""
-    covered = np.asarray(answerable)
-    probabilities = np.zeros(len(covered))
+    """Each question's margin among the others but its fold (k folds, every k-th question
+    in one): what a question nobody labelled gets."""
+    covered = np.asarray(answerable, dtype=bool)
+    margins = np.zeros(len(covered))
     for fold in range(folds):
         held = np.arange(len(covered)) % folds == fold
-        model = fit_scope(vectors[~held], list(covered[~held]))
-        probabilities[held] = uncovered_probabilities(model, vectors[held])
-    return probabilities
+        nearest = NearestQuestions(vectors[~held], covered[~held], neighbours)
+        margins[held] = nearest.margins(vectors[held])
+    return margins
 
 
 def choose_cut(
-    probabilities: np.ndarray,
-    answerable: Sequence[bool],
-    refused_anyway: Sequence[bool],
+    margins: np.ndarray,
+    answerable: Kinds,
+    refused_anyway: Kinds,
     max_refused: float,
 ) -> ScopeCut:
     """The lowest cut at which the scope and what is refused anyway (no passage above the
@@ -96,12 +117,12 @@ def choose_cut(
     covered = np.asarray(answerable)
     anyway = np.asarray(refused_anyway)
     allowed = int(max_refused * covered.sum())
-    chosen = 1.0
-    for cut in sorted(set(probabilities[covered].tolist()) | {1.0}, reverse=True):
-        if np.sum((anyway | (probabilities > cut)) & covered) > allowed:
+    chosen = NO_CUT
+    for cut in sorted(set(margins[covered].tolist()) | {NO_CUT}, reverse=True):
+        if np.sum((anyway | (margins > cut)) & covered) > allowed:
             break
         chosen = cut
-    refused = anyway | (probabilities > chosen)
+    refused = anyway | (margins > chosen)
     return ScopeCut(
         chosen,
         int(covered.sum()),
@@ -113,21 +134,21 @@ def choose_cut(
 
 def calibrate_scope(
     vectors: Vectors,
-    answerable: Sequence[bool],
-    refused_anyway: Sequence[bool],
+    answerable: Kinds,
+    refused_anyway: Kinds,
     max_refused: float,
+    neighbours: int = NEIGHBOURS,
 ) -> ScopeCut:
     """The cut for questions like these (their query vectors), beside what the thresholds
-    refuse anyway: chosen on held-out probabilities, aimed at `CUT_MARGIN` of
-    `max_refused`."""
-    probabilities = held_out_probabilities(vectors, answerable)
-    return choose_cut(probabilities, answerable, refused_anyway, max_refused * CUT_MARGIN)
+    refuse anyway: chosen on held-out margins, aimed at `CUT_MARGIN` of `max_refused`."""
+    margins = held_out_margins(vectors, answerable, neighbours)
+    return choose_cut(margins, answerable, refused_anyway, max_refused * CUT_MARGIN)
 
 
 class DocumentationScope:
-    """The fitted scope of one collection (see the module docstring), fitted on first use
-    (`warm`: a server's warm-up, after its port answers); `read_questions` gives its
-    labelled questions then; with `cache`, their vectors are kept on disk."""
+    """The scope of one collection (see the module docstring), its labelled questions read
+    and embedded on first use (`warm`: a server's warm-up, after its port answers);
+    `read_questions` gives them then; with `cache`, their vectors are kept on disk."""
 
     def __init__(
         self,
@@ -140,7 +161,7 @@ class DocumentationScope:
         self._read_questions = read_questions
         self.cut = cut
         self._cache = cache
-        self._model: SoftmaxRegression | None = None
+        self._nearest: NearestQuestions | None = None
         self._lock = Lock()
 
     @cached_property
@@ -163,19 +184,20 @@ class DocumentationScope:
 
     def warm(self) -> None:
         with self._lock:
-            if self._model is None:
+            if self._nearest is None:
                 answerable = [question.answerable for question in self.questions]
-                self._model = fit_scope(self.vectors(), answerable)
+                self._nearest = NearestQuestions(self.vectors(), answerable)
 
-    def uncovered(self, query: str) -> float:
-        """The probability that the documentation does not cover `query`."""
+    def margin(self, query: str) -> float:
+        """How much more `query` reads like the unanswerable questions than the answerable
+        ones (see `NearestQuestions`)."""
         self.warm()
-        assert self._model is not None
+        assert self._nearest is not None
         vector = self.embedder.embed_query(query)  # the search's own, from the cache
-        return float(uncovered_probabilities(self._model, vector[None])[0])
+        return float(self._nearest.margins(vector[None])[0])
 
     def covers(self, query: str) -> bool:
-        return self.uncovered(query) <= self.cut
+        return self.margin(query) <= self.cut
 
 
 def documentation_scope(

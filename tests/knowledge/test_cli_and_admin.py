@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import yaml
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
@@ -115,6 +116,31 @@ def test_calibrate_prints_the_thresholds_and_with_scope_the_scopes_settings(
     assert scoped.exit_code == 0, scoped.output
     assert f"SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS='[\"{questions}\"]'" in scoped.output
     cut = float(scoped.output.split("SUPPORTBOT_KNOWLEDGE__SCOPE_CUT=")[1].split()[0])
-    assert 0 <= cut <= 1
+    assert -1 < cut < 1  # a margin between two cosines
     # The questions' vectors are kept where the service's scope looks for them.
     assert len(list(tmp_path.glob("scope-questions*.npy"))) == 1
+
+
+def test_calibrate_by_set_holds_each_questions_file_out_in_turn(
+    cli_base: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    labelled = yaml.safe_load(Path(__file__).with_name("scope_questions.yaml").read_text())
+    halves = [tmp_path / "first.yaml", tmp_path / "second.yaml"]
+    for number, path in enumerate(halves):
+        path.write_text(yaml.safe_dump({"questions": labelled["questions"][number::2]}))
+    settings = Settings(_env_file=None)
+    settings.knowledge.model_cache_dir = tmp_path
+    monkeypatch.setattr(cli, "_settings", lambda: settings)
+    files = [argument for path in halves for argument in ("--questions", str(path))]
+    runner = CliRunner()
+
+    by_set = runner.invoke(cli.app, ["calibrate", "--scope", "--by-set", *files])
+    assert by_set.exit_code == 0, by_set.output
+    rows = {line.split("│")[1].strip(): line for line in by_set.output.splitlines() if "│" in line}
+    assert {"first.yaml", "second.yaml", "all"} <= rows.keys()
+    answerable = sum(item["docs"] == "answerable" for item in labelled["questions"])
+    assert f"/{answerable} (" in rows["all"]  # every answerable question, held out once
+    assert "SUPPORTBOT_KNOWLEDGE__SCOPE_CUT" not in by_set.output  # a report, not settings
+
+    alone = runner.invoke(cli.app, ["calibrate", "--by-set", *files])
+    assert alone.exit_code == 2 and "--scope" in alone.output

@@ -1,6 +1,6 @@
-"""What the documentation covers (knowledge/scope.py): the regression over questions'
-vectors fitted to labelled questions of one collection, the cut `kb calibrate --scope`
-chooses, and the search tool telling a question outside the scope "not in the docs"."""
+"""What the documentation covers (knowledge/scope.py): a question's nearest labelled
+questions of one collection, the cut `kb calibrate --scope` chooses, and the search tool
+telling a question outside the scope "not in the docs"."""
 
 from functools import partial
 from pathlib import Path
@@ -15,7 +15,12 @@ from app.settings import KnowledgeSettings, Settings
 from knowledge.embeddings import get_embedder
 from knowledge.graph_cache import GraphCache
 from knowledge.relevance import LabelledQuestion, load_questions
-from knowledge.scope import DocumentationScope, choose_cut, documentation_scope
+from knowledge.scope import (
+    DocumentationScope,
+    calibrate_scope,
+    choose_cut,
+    documentation_scope,
+)
 from knowledge.types import Passage
 from tests.conftest import make_client
 from tests.test_model_faults import ask
@@ -43,21 +48,27 @@ UNCOVERED = [
 
 @pytest.fixture(scope="module")
 def scope() -> DocumentationScope:
-    return DocumentationScope(get_embedder("e5"), partial(load_questions, QUESTIONS), cut=0.5)
+    """With the cut `kb calibrate --scope` would choose on its 40 questions (10% of the
+    answerable ones refused allowed: 5% of 20 is none)."""
+    scope = DocumentationScope(get_embedder("e5"), partial(load_questions, QUESTIONS), cut=0.0)
+    answerable = [question.answerable for question in scope.questions]
+    refused_anyway = [False] * len(answerable)
+    scope.cut = calibrate_scope(scope.vectors(), answerable, refused_anyway, 0.1).cut
+    return scope
 
 
 @pytest.mark.parametrize("question", COVERED)
 def test_a_question_the_documentation_covers_is_in_scope(
     scope: DocumentationScope, question: str
 ) -> None:
-    assert scope.covers(question), scope.uncovered(question)
+    assert scope.covers(question), scope.margin(question)
 
 
 @pytest.mark.parametrize("question", UNCOVERED)
 def test_a_question_nothing_in_it_covers_is_out_of_scope(
     scope: DocumentationScope, question: str
 ) -> None:
-    assert not scope.covers(question), scope.uncovered(question)
+    assert not scope.covers(question), scope.margin(question)
 
 
 class _OnePage:
@@ -86,15 +97,15 @@ def test_the_search_tool_finds_nothing_for_a_question_outside_the_scope(
 
 def test_the_cut_refuses_no_more_than_allowed_beside_the_thresholds() -> None:
     answerable = [True] * 20 + [False] * 5
-    probabilities = np.array([i / 100 for i in range(20)] + [0.9, 0.5, 0.3, 0.15, 0.05])
+    margins = np.array([i / 100 for i in range(20)] + [0.9, 0.5, 0.3, 0.15, 0.05])
     anyway = [False] * 25
 
-    chosen = choose_cut(probabilities, answerable, anyway, max_refused=0.1)
+    chosen = choose_cut(margins, answerable, anyway, max_refused=0.1)
     assert chosen.cut == pytest.approx(0.17)  # refuses 0.18 and 0.19: two of twenty
     assert (chosen.refused, chosen.caught) == (2, 3)
 
     anyway[0] = True  # a threshold already refuses one: the scope may refuse one more
-    chosen = choose_cut(probabilities, answerable, anyway, max_refused=0.1)
+    chosen = choose_cut(margins, answerable, anyway, max_refused=0.1)
     assert chosen.cut == pytest.approx(0.18)
     assert chosen.refused == 2
 
@@ -106,18 +117,18 @@ def test_without_questions_there_is_no_scope(tmp_path: Path) -> None:
     configured = documentation_scope(settings, embedder)
     assert configured is not None and configured.cut == settings.scope_cut
     assert configured.questions == load_questions(QUESTIONS)  # read when first needed
-    only_answerable = DocumentationScope(embedder, lambda: [LabelledQuestion("How?", True)], 0.5)
+    only_answerable = DocumentationScope(embedder, lambda: [LabelledQuestion("How?", True)], 0.0)
     with pytest.raises(ValueError, match="answerable and unanswerable"):
         only_answerable.warm()
 
 
 def test_the_questions_vectors_are_kept_under_their_fingerprint(tmp_path: Path) -> None:
     embedder, questions = get_embedder("e5"), load_questions(QUESTIONS)
-    first = DocumentationScope(embedder, lambda: questions, 0.5, GraphCache(tmp_path))
+    first = DocumentationScope(embedder, lambda: questions, 0.0, GraphCache(tmp_path))
     first.warm()
     (kept,) = tmp_path.glob("scope-questions*.npy")
     assert np.load(kept).shape == (len(questions), embedder.dimension)
-    fewer = DocumentationScope(embedder, lambda: questions[1:], 0.5, GraphCache(tmp_path))
+    fewer = DocumentationScope(embedder, lambda: questions[1:], 0.0, GraphCache(tmp_path))
     assert fewer.fingerprint != first.fingerprint
     fewer.warm()  # other questions: embedded again, kept beside the first ones
     (added,) = set(tmp_path.glob("scope-questions*.npy")) - {kept}
