@@ -1,7 +1,14 @@
 """`supportbot insights`: the knowledge-gap report in the terminal (a table) or as JSON for
 scripts. Only typer is imported here; a command imports what it needs when it runs."""
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+if TYPE_CHECKING:
+    from app.insights.gaps import GapReport, GapTurn
+    from app.settings import Settings
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -13,6 +20,14 @@ def gaps(
     offset: int = typer.Option(0, min=0, help="groups skipped (the next page)"),
     prefix: str | None = typer.Option(None, help="only conversations whose key starts so"),
     as_json: bool = typer.Option(False, "--json", help="the report as JSON"),
+    questions_out: Annotated[
+        Path | None,
+        typer.Option(
+            help="also write the period's questions to this YAML file as labelled questions "
+            "to review for the documentation's scope (each proposed `docs: unanswerable`; see "
+            "app/insights/review.py)"
+        ),
+    ] = None,
 ) -> None:
     """The questions the bot did not answer from the documentation, or got a 👎 for,
     grouped by topic: count, trend against the previous period, closest pages, cost."""
@@ -22,7 +37,14 @@ def gaps(
     from datetime import UTC, datetime
 
     from app.db.engine import make_async_engine, make_session_factory
-    from app.insights.gaps import BadPeriod, GapReport, parse_period, reporter_for
+    from app.insights.gaps import (
+        BadPeriod,
+        GapReport,
+        GapTurn,
+        load_gap_turns,
+        parse_period,
+        reporter_for,
+    )
     from app.settings import get_settings
 
     try:
@@ -32,16 +54,23 @@ def gaps(
         raise typer.Exit(2) from None
     settings = get_settings()
 
-    async def load() -> GapReport:
+    async def load() -> tuple[GapReport, list[GapTurn]]:
         engine = make_async_engine(settings.db)
         try:
-            reporter = reporter_for(settings, make_session_factory(engine))
+            sessions = make_session_factory(engine)
+            reporter = reporter_for(settings, sessions)
             start, end = reporter.period(length, datetime.now(UTC))
-            return await reporter.report(start, end, prefix, offset, limit)
+            report = await reporter.report(start, end, prefix, offset, limit)
+            if questions_out is None:
+                return report, []
+            async with sessions() as session:
+                return report, await load_gap_turns(session, start, end, prefix)
         finally:
             await engine.dispose()
 
-    report = asyncio.run(load())
+    report, turns = asyncio.run(load())
+    if questions_out is not None:
+        _write_review_file(questions_out, turns, report, settings)
     if as_json:
         typer.echo(json.dumps(asdict(report), default=str, ensure_ascii=False, indent=2))
         return
@@ -67,3 +96,23 @@ def gaps(
             f"{group.cost_usd:.4f}",
         )
     Console().print(table)
+
+
+def _write_review_file(
+    path: Path, turns: "list[GapTurn]", report: "GapReport", settings: "Settings"
+) -> None:
+    from app.insights.review import review_file
+    from knowledge.language import identify
+
+    expected = settings.decisions.expected_languages
+    fallback = settings.knowledge.language
+
+    def language(text: str) -> str:
+        return identify(text, expected, fallback).language
+
+    try:
+        path.write_text(review_file(turns, language, report.since, report.until), encoding="utf-8")
+    except OSError as error:
+        typer.echo(f"error: cannot write {path}: {error.strerror or error}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"wrote {path}", err=True)

@@ -10,8 +10,11 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.db import migrate
 from app.settings import get_settings
+from knowledge.relevance import load_questions
 
-from .seed import MOBILE_APP, known_outcomes, seed
+from .seed import BANK_SYNC, MOBILE_APP, known_outcomes, seed
+
+RATED = "How do I change the number format of my invoices?"  # answered, then a 👎
 
 runner = CliRunner()
 
@@ -49,3 +52,28 @@ def test_gaps_as_json_and_as_a_table(seeded: str) -> None:
 def test_a_bad_period_is_refused(seeded: str) -> None:
     refused = runner.invoke(cli, ["insights", "gaps", "--since", "week"])
     assert refused.exit_code == 2 and "7d" in refused.output
+
+
+def test_the_questions_go_to_a_file_to_review_for_the_documentations_scope(
+    seeded: str, tmp_path: Path
+) -> None:
+    """What a person reviews and adds to the scope's labelled questions: the questions the
+    documentation did not answer, not the request for a person, read by `kb calibrate`'s
+    own reader."""
+    review = tmp_path / "review.yaml"
+    written = runner.invoke(
+        cli, ["insights", "gaps", "--json", "--prefix", "api:acme:", "--questions-out", str(review)]
+    )
+    assert written.exit_code == 0, written.output
+    labelled = load_questions(review)
+    texts = [question.text for question in labelled]
+    assert sorted(texts) == sorted([*BANK_SYNC, *MOBILE_APP, RATED])
+    assert not any(question.answerable for question in labelled)  # proposed, to be checked
+    languages = {question.text: question.language for question in labelled}
+    assert languages[BANK_SYNC[0]] == "en" and languages[BANK_SYNC[2]] == "ru"
+    assert review.read_text(encoding="utf-8").startswith("# Questions the bot did not answer")
+
+    unwritable = runner.invoke(
+        cli, ["insights", "gaps", "--questions-out", str(tmp_path / "missing" / "review.yaml")]
+    )
+    assert unwritable.exit_code == 1 and "cannot write" in unwritable.output
