@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from knowledge.client import KnowledgeClient
     from knowledge.embeddings import Embedder
     from knowledge.ingest import IngestReport, ProgressCallback
-    from knowledge.relevance import LabelledQuestion
+    from knowledge.relevance import Calibration, LabelledQuestion
     from knowledge.store import KnowledgeBase
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
@@ -385,7 +385,6 @@ def run_calibrate(
     if by_set and not (scope and len(questions) > 1):
         _fail("--by-set holds each questions file out in turn: give --scope and two or more", 2)
     from knowledge.relevance import (
-        ANY_LANGUAGE,
         best_similarity,
         calibrate_by_language,
         load_questions,
@@ -394,7 +393,8 @@ def run_calibrate(
 
     console = _console()
     knowledge = _settings().knowledge
-    labelled = [question for path in questions for question in load_questions(path)]
+    read = [(path, question) for path in questions for question in load_questions(path)]
+    labelled = [question for _, question in read]
     with _knowledge_base() as kb:
         _require_collection(kb, kb.collection)
         scored = [(question, best_similarity(kb, question.text)) for question in labelled]
@@ -405,21 +405,20 @@ def run_calibrate(
     embedder = knowledge.embedder
     thresholds_share = max_refused * (THRESHOLDS_SHARE if scope else 1.0)
     if by_set and vectors is not None:
-        files = [path for path in questions for _ in load_questions(path)]
+        files = [path for path, _ in read]
         _print_scope_by_set(
             console, files, scored, vectors, knowledge, max_refused, neighbours or NEIGHBOURS
         )
         return
-    setting = {}
-    for language, chosen in calibrate_by_language(scored, thresholds_share).items():
-        key = f"{embedder}:{language}" if language != ANY_LANGUAGE else embedder
+    by_language = calibrate_by_language(scored, thresholds_share)
+    setting = _similarity_setting(embedder, by_language)
+    for key, chosen in zip(setting, by_language.values(), strict=True):
         console.print(
             f"{key}: threshold {chosen.threshold:.3f} refuses {chosen.refused} of "
             f"{chosen.answerable} answerable questions ({chosen.refused_share:.0%}) and tells "
             f'{chosen.caught} of {chosen.unanswerable} unanswerable ones "not in the docs" '
             f"({chosen.caught_share:.0%})"
         )
-        setting[key] = round(chosen.threshold, 3)
     console.print(
         f"SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY='{json.dumps(setting)}'",
         highlight=False,
@@ -460,6 +459,19 @@ def _print_scope(
     )
 
 
+def _similarity_setting(embedder: str, chosen: "dict[str, Calibration]") -> dict[str, float]:
+    """The thresholds chosen per language as `SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY` holds
+    them: the embedder's own over every language, `embedder:language` for each language."""
+    from knowledge.relevance import ANY_LANGUAGE
+
+    return {
+        (f"{embedder}:{language}" if language != ANY_LANGUAGE else embedder): round(
+            calibration.threshold, 3
+        )
+        for language, calibration in chosen.items()
+    }
+
+
 def _print_scope_by_set(
     console: "Console",
     files: list[Path],
@@ -474,7 +486,7 @@ def _print_scope_by_set(
     import numpy as np
     from rich.table import Table
 
-    from knowledge.relevance import ANY_LANGUAGE, RelevanceThresholds, calibrate_by_language
+    from knowledge.relevance import calibrate_by_language
     from knowledge.scope import THRESHOLDS_SHARE, NearestQuestions, calibrate_scope
 
     held_files = np.array([str(path) for path in files])
@@ -487,11 +499,8 @@ def _print_scope_by_set(
         held = held_files == name
         others = [pair for pair, kept in zip(scored, ~held, strict=True) if kept]
         chosen = calibrate_by_language(others, max_refused * THRESHOLDS_SHARE)
-        thresholds = RelevanceThresholds(
-            chosen[ANY_LANGUAGE].threshold,
-            {key: value.threshold for key, value in chosen.items() if key != ANY_LANGUAGE},
-            knowledge.language,
-        )
+        setting = _similarity_setting(knowledge.embedder, chosen)
+        thresholds = knowledge.model_copy(update={"min_similarity": setting}).relevance_thresholds
         below = np.array([best < thresholds.for_query(q.text) for q, best in scored])
         cut = calibrate_scope(
             vectors[~held], answerable[~held], below[~held], max_refused, neighbours
