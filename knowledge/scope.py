@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 # Chosen on the GnuCash manuals' labelled questions, each set held out in turn with the
 # thresholds and the cut chosen on the others (`supportbot kb calibrate --scope --by-set`,
-# docs/decisions.md): 3, 5 and 7 neighbours caught 94.6 / 94.7 / 94.6% of the unanswerable
-# questions at 4.7 / 4.6 / 4.6% of the answerable ones refused; 5 leans less on one question.
+# docs/decisions.md): 3, 5 and 7 neighbours caught 94.6 / 94.7 / 94.5% of the unanswerable
+# questions at 4.7 / 4.6 / 4.5% of the answerable ones refused; 5 leans less on one question.
 NEIGHBOURS = 5
 FOLDS = 10
 # A margin is a difference of two cosines: no cut above this refuses anything.
