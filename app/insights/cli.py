@@ -2,13 +2,9 @@
 scripts. Only typer is imported here; a command imports what it needs when it runs."""
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-
-if TYPE_CHECKING:
-    from app.insights.gaps import GapReport, GapTurn
-    from app.settings import Settings
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -20,14 +16,6 @@ def gaps(
     offset: int = typer.Option(0, min=0, help="groups skipped (the next page)"),
     prefix: str | None = typer.Option(None, help="only conversations whose key starts so"),
     as_json: bool = typer.Option(False, "--json", help="the report as JSON"),
-    questions_out: Annotated[
-        Path | None,
-        typer.Option(
-            help="also write the period's questions to this YAML file as labelled questions "
-            "to review for the documentation's scope (each proposed `docs: unanswerable`; see "
-            "app/insights/review.py)"
-        ),
-    ] = None,
 ) -> None:
     """The questions the bot did not answer from the documentation, or got a 👎 for,
     grouped by topic: count, trend against the previous period, closest pages, cost."""
@@ -37,14 +25,7 @@ def gaps(
     from datetime import UTC, datetime
 
     from app.db.engine import make_async_engine, make_session_factory
-    from app.insights.gaps import (
-        BadPeriod,
-        GapReport,
-        GapTurn,
-        load_gap_turns,
-        parse_period,
-        reporter_for,
-    )
+    from app.insights.gaps import BadPeriod, GapReport, parse_period, reporter_for
     from app.settings import get_settings
 
     try:
@@ -54,23 +35,16 @@ def gaps(
         raise typer.Exit(2) from None
     settings = get_settings()
 
-    async def load() -> tuple[GapReport, list[GapTurn]]:
+    async def load() -> GapReport:
         engine = make_async_engine(settings.db)
         try:
-            sessions = make_session_factory(engine)
-            reporter = reporter_for(settings, sessions)
+            reporter = reporter_for(settings, make_session_factory(engine))
             start, end = reporter.period(length, datetime.now(UTC))
-            report = await reporter.report(start, end, prefix, offset, limit)
-            if questions_out is None:
-                return report, []
-            async with sessions() as session:
-                return report, await load_gap_turns(session, start, end, prefix)
+            return await reporter.report(start, end, prefix, offset, limit)
         finally:
             await engine.dispose()
 
-    report, turns = asyncio.run(load())
-    if questions_out is not None:
-        _write_review_file(questions_out, turns, report, settings)
+    report = asyncio.run(load())
     if as_json:
         typer.echo(json.dumps(asdict(report), default=str, ensure_ascii=False, indent=2))
         return
@@ -98,21 +72,49 @@ def gaps(
     Console().print(table)
 
 
-def _write_review_file(
-    path: Path, turns: "list[GapTurn]", report: "GapReport", settings: "Settings"
+@app.command("questions")
+def questions(
+    out: Annotated[Path, typer.Argument(help="the YAML file to write")],
+    since: str = typer.Option("7d", help="the period up to now: 30m, 24h, 7d, 2w"),
+    prefix: str | None = typer.Option(None, help="only conversations whose key starts so"),
 ) -> None:
+    """The period's questions the documentation did not answer, or whose answer got a 👎
+    (requests for a person left out), as labelled questions for a person to review and add
+    to the documentation's scope (app/insights/review.py)."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from app.db.engine import make_async_engine, make_session_factory
+    from app.insights.gaps import BadPeriod, GapTurn, load_gap_turns, parse_period
     from app.insights.review import review_file
+    from app.settings import get_settings
     from knowledge.language import identify
 
-    expected = settings.decisions.expected_languages
-    fallback = settings.knowledge.language
+    try:
+        length = parse_period(since)
+    except BadPeriod as bad:
+        typer.echo(f"error: {bad}", err=True)
+        raise typer.Exit(2) from None
+    settings = get_settings()
+    until = datetime.now(UTC)
+
+    async def load() -> list[GapTurn]:
+        engine = make_async_engine(settings.db)
+        try:
+            async with make_session_factory(engine)() as session:
+                return await load_gap_turns(session, until - length, until, prefix)
+        finally:
+            await engine.dispose()
+
+    expected, fallback = settings.decisions.expected_languages, settings.knowledge.language
 
     def language(text: str) -> str:
         return identify(text, expected, fallback).language
 
+    text = review_file(asyncio.run(load()), language, until - length, until)
     try:
-        path.write_text(review_file(turns, language, report.since, report.until), encoding="utf-8")
+        out.write_text(text, encoding="utf-8")
     except OSError as error:
-        typer.echo(f"error: cannot write {path}: {error.strerror or error}", err=True)
+        typer.echo(f"error: cannot write {out}: {error.strerror or error}", err=True)
         raise typer.Exit(1) from None
-    typer.echo(f"wrote {path}", err=True)
+    typer.echo(f"wrote {out}")

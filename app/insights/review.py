@@ -52,7 +52,7 @@ def review_file(
     header = (
         f"# Questions the bot did not answer from the documentation, {since:%Y-%m-%d %H:%M} to "
         f"{until:%Y-%m-%d %H:%M} UTC\n"
-        "# (supportbot insights gaps --questions-out). Each is proposed `docs: unanswerable`:\n"
+        "# (supportbot insights questions). Each is proposed `docs: unanswerable`:\n"
         "# set `docs: answerable` where the documentation does answer it, then add this file\n"
         "# to SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS and run `supportbot kb calibrate --scope`.\n"
     )

@@ -61,9 +61,7 @@ def test_the_questions_go_to_a_file_to_review_for_the_documentations_scope(
     documentation did not answer, not the request for a person, read by `kb calibrate`'s
     own reader."""
     review = tmp_path / "review.yaml"
-    written = runner.invoke(
-        cli, ["insights", "gaps", "--json", "--prefix", "api:acme:", "--questions-out", str(review)]
-    )
+    written = runner.invoke(cli, ["insights", "questions", str(review), "--prefix", "api:acme:"])
     assert written.exit_code == 0, written.output
     labelled = load_questions(review)
     texts = [question.text for question in labelled]
@@ -73,7 +71,5 @@ def test_the_questions_go_to_a_file_to_review_for_the_documentations_scope(
     assert languages[BANK_SYNC[0]] == "en" and languages[BANK_SYNC[2]] == "ru"
     assert review.read_text(encoding="utf-8").startswith("# Questions the bot did not answer")
 
-    unwritable = runner.invoke(
-        cli, ["insights", "gaps", "--questions-out", str(tmp_path / "missing" / "review.yaml")]
-    )
+    unwritable = runner.invoke(cli, ["insights", "questions", str(tmp_path / "none" / "r.yaml")])
     assert unwritable.exit_code == 1 and "cannot write" in unwritable.output
