@@ -2,11 +2,25 @@
 scripts. Only typer is imported here; a command imports what it needs when it runs."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+if TYPE_CHECKING:
+    from datetime import timedelta
+
 app = typer.Typer(no_args_is_help=True)
+
+
+def _period(since: str) -> "timedelta":
+    """`--since` as a length of time; anything else exits with code 2."""
+    from app.insights.gaps import BadPeriod, parse_period
+
+    try:
+        return parse_period(since)
+    except BadPeriod as bad:
+        typer.echo(f"error: {bad}", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.command("gaps")
@@ -25,14 +39,10 @@ def gaps(
     from datetime import UTC, datetime
 
     from app.db.engine import make_async_engine, make_session_factory
-    from app.insights.gaps import BadPeriod, GapReport, parse_period, reporter_for
+    from app.insights.gaps import GapReport, reporter_for
     from app.settings import get_settings
 
-    try:
-        length = parse_period(since)
-    except BadPeriod as bad:
-        typer.echo(f"error: {bad}", err=True)
-        raise typer.Exit(2) from None
+    length = _period(since)
     settings = get_settings()
 
     async def load() -> GapReport:
@@ -85,16 +95,12 @@ def questions(
     from datetime import UTC, datetime
 
     from app.db.engine import make_async_engine, make_session_factory
-    from app.insights.gaps import BadPeriod, GapTurn, load_gap_turns, parse_period
+    from app.insights.gaps import GapTurn, load_gap_turns
     from app.insights.review import review_file
     from app.settings import get_settings
     from knowledge.language import identify
 
-    try:
-        length = parse_period(since)
-    except BadPeriod as bad:
-        typer.echo(f"error: {bad}", err=True)
-        raise typer.Exit(2) from None
+    length = _period(since)
     settings = get_settings()
     until = datetime.now(UTC)
 
