@@ -258,7 +258,9 @@ def cross_validate(
         labels += [messages[i].intent for i in fit if i in copied for _ in range(copies)]
         weights = np.ones(len(labels))
         weights[len(fit) :] = 1 / copies if copies else 1.0  # as in the service's fit
-        model = IntentModel(np.concatenate(fitted), labels, weights, person_vectors, person_labels)
+        model = IntentModel.fitted(
+            np.concatenate(fitted), labels, weights, person_vectors, person_labels
+        )
         for i in map(int, np.flatnonzero(fold == k)):
             clean.append(_held_out(decider, model, messages[i], vectors[i]))
             noisy += [_held_out(decider, model, m, v) for m, v in versions[i]]
@@ -287,7 +289,7 @@ def leave_one_set_out(
     given: list[tuple[str, float]] = []  # (intent, probability of a person) of each held out
     for index, held in enumerate(sets):
         others = [i for i in range(len(sets)) if i != index]
-        model = IntentModel(
+        model = IntentModel.fitted(
             example_vectors,
             labels,
             person_vectors=np.concatenate([vectors[i] for i in others]),

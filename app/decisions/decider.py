@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.decisions.intent import (
     BOT,
+    FITTED,
     SMALLTALK,
     Intent,
     IntentClassifier,
@@ -154,5 +155,6 @@ def decider_for(
         GraphCache(folder),
         noisy_copies=settings.noisy_copies,
         person_example_files=settings.person_examples,
+        fitted=FITTED,
     )
     return MessageDecider(settings, classifier)

@@ -26,6 +26,7 @@ on held-out messages (`supportbot eval decisions`)."""
 
 import hashlib
 import logging
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -37,10 +38,15 @@ import numpy as np
 from app.decisions.noise import misspelled_copies
 from knowledge.embeddings import Embedder, Vectors, query_vectors
 from knowledge.graph_cache import GraphCache
-from knowledge.regression import Floats, SoftmaxRegression
+from knowledge.regression import Fit, Floats, SoftmaxRegression
 from knowledge.yaml_files import read_yaml
 
 EXAMPLES = Path(__file__).with_name("examples.yaml")
+# The model fitted on the examples and the default labelled messages, shipped beside them
+# (`supportbot eval fit-decider` writes it): embedding those ~6,000 messages takes minutes
+# of CPU on a 2-core machine, which a server's first start would otherwise spend before its
+# first turn.
+FITTED = Path(__file__).with_name("fitted.npz")
 log = logging.getLogger(__name__)
 QUESTION = "question"  # a question or problem report: the bot searches and answers
 PERSON = "person"  # a request to be handed to a person
@@ -108,21 +114,25 @@ def load_labelled_messages(paths: Sequence[Path]) -> list[tuple[str, str]]:
     return labelled
 
 
+@dataclass(frozen=True)
 class IntentModel:
-    """Both decisions fitted on labelled vectors: the four-way softmax, and the person head
-    (requests for a person against questions and small talk; "bot back" left out), which
-    also takes `person_vectors` with their `person_labels` (labelled messages that teach it
-    alone: the softmax keeps the examples' balance of the four intents)."""
+    """Both decisions fitted on labelled vectors (`fitted`): the four-way softmax, and the
+    person head (requests for a person against questions and small talk; "bot back" left
+    out), which also takes `person_vectors` with their `person_labels` (labelled messages
+    that teach it alone: the softmax keeps the examples' balance of the four intents)."""
 
-    def __init__(
-        self,
+    intents: SoftmaxRegression
+    person: SoftmaxRegression
+
+    @classmethod
+    def fitted(
+        cls,
         vectors: Vectors,
         labels: list[str],
         weights: Floats | None = None,
         person_vectors: Vectors | None = None,
         person_labels: Sequence[str] = (),
-    ) -> None:
-        self.intents = SoftmaxRegression(vectors, labels, weights)
+    ) -> "IntentModel":
         kept = [i for i, label in enumerate(labels) if label != BOT]
         heads = [PERSON if labels[i] == PERSON else QUESTION for i in kept]
         fitted = vectors[kept]
@@ -132,7 +142,32 @@ class IntentModel:
             heads += [PERSON if label == PERSON else QUESTION for label in person_labels]
             added = np.full(len(person_labels), PERSON_EXAMPLES_WEIGHT)
             kept_weights = np.concatenate([kept_weights, added])
-        self.person = SoftmaxRegression(fitted, heads, kept_weights)
+        return cls(
+            SoftmaxRegression.fitted(vectors, labels, weights),
+            SoftmaxRegression.fitted(fitted, heads, kept_weights),
+        )
+
+    def save(self, path: Path, fingerprint: str) -> None:
+        """Stored with the fingerprint of what it was fitted on (`load` checks it)."""
+        arrays = self.intents.arrays("intents_") | self.person.arrays("person_")
+        np.savez(path, fingerprint=np.array(fingerprint), **arrays)
+
+    @classmethod
+    def load(cls, path: Path, fingerprint: str) -> "IntentModel | None":
+        """The model stored at `path` if it was fitted on what `fingerprint` names."""
+        try:
+            with np.load(path) as arrays:
+                if str(arrays["fingerprint"]) != fingerprint:
+                    return None
+                return cls(
+                    SoftmaxRegression.from_arrays(arrays, "intents_"),
+                    SoftmaxRegression.from_arrays(arrays, "person_"),
+                )
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            log.warning("fitted decider %s unreadable, fitting it again: %s", path, error)
+            return None
 
     def person_probability(self, vector: Vectors) -> float:
         return self.person.predict(vector).get(PERSON, 0.0)
@@ -177,8 +212,10 @@ class IntentClassifier:
         noisy_copies: int = 0,
         noise_rate: float = NOISE_RATE,
         person_example_files: Sequence[Path] = (),
+        fitted: Path | None = None,
     ) -> None:
         self.embedder = embedder
+        self._fitted = fitted
         self._examples = examples
         self._person_example_files = tuple(person_example_files)
         self._cache = cache
@@ -215,19 +252,36 @@ class IntentClassifier:
         fingerprint = _digest(self.embedder.name, "\0".join(texts))
         return query_vectors(self.embedder, texts, self._cache, "person-examples", fingerprint)
 
+    @property
+    def model_fingerprint(self) -> str:
+        """Changes with all the fitted model depends on: the examples' vectors, the person
+        head's labelled messages and how both are fitted."""
+        person = "\0".join(f"{intent}\0{text}" for text, intent in self.person_examples)
+        fitting = f"{PERSON_EXAMPLES_WEIGHT}\0{Fit()}"
+        return _digest(self.embedder.name, f"{self.fingerprint}\0{person}\0{fitting}")
+
+    def fit(self) -> IntentModel:
+        """Both regressions fitted on the examples' vectors (embedded, or from the cache)."""
+        texts, labels, weights = with_misspelled_copies(
+            self._examples, self.noisy_copies, self.noise_rate
+        )
+        vectors = query_vectors(
+            self.embedder, texts, self._cache, "intent-examples", self.fingerprint
+        )
+        person_labels = [intent for _, intent in self.person_examples]
+        return IntentModel.fitted(
+            vectors, labels, weights, self.person_example_vectors(), person_labels
+        )
+
     def warm(self) -> None:
+        """The model stored at `fitted` when it was fitted on these examples, else fitted
+        now."""
         with self._lock:
             if self._model is None:
-                texts, labels, weights = with_misspelled_copies(
-                    self._examples, self.noisy_copies, self.noise_rate
-                )
-                vectors = query_vectors(
-                    self.embedder, texts, self._cache, "intent-examples", self.fingerprint
-                )
-                person_labels = [intent for _, intent in self.person_examples]
-                self._model = IntentModel(
-                    vectors, labels, weights, self.person_example_vectors(), person_labels
-                )
+                stored = None
+                if self._fitted is not None:
+                    stored = IntentModel.load(self._fitted, self.model_fingerprint)
+                self._model = stored or self.fit()
 
     def classify(self, text: str, vector: Vectors | None = None) -> Intent:
         """`vector`: the message's query embedding when the caller has it already."""

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from app.decisions.decider import MessageDecider, decider_for
-from app.decisions.intent import IntentClassifier, load_examples
+from app.decisions.intent import FITTED, IntentClassifier, IntentModel, load_examples
 from app.settings import DecisionSettings
 from knowledge.embeddings import get_embedder
 from knowledge.graph_cache import GraphCache
@@ -338,3 +338,57 @@ def _labelled_file(path: Path, labelled: list[tuple[str, str]]) -> Path:
     messages = [{"text": text, "intent": intent} for text, intent in labelled]
     path.write_text(yaml.safe_dump({"messages": messages}), encoding="utf-8")
     return path
+
+
+def test_the_shipped_fitted_model_is_the_default_settings_own() -> None:
+    """Fails when the examples, the default labelled sets or the fit change without
+    `supportbot eval fit-decider`: a server would then embed them all before its first
+    turn."""
+    classifier = decider_for("e5", DecisionSettings()).classifier
+    assert IntentModel.load(FITTED, classifier.model_fingerprint) is not None
+
+
+def test_a_stored_model_is_used_only_for_what_it_was_fitted_on(tmp_path: Path) -> None:
+    examples = {"question": ["how do I post an invoice"], "person": ["get me a human"]}
+    labelled = _labelled_file(tmp_path / "labelled.yaml", [("a human please", "person")])
+    e5 = get_embedder("e5")
+    fitted = tmp_path / "fitted.npz"
+    first = IntentClassifier(e5, examples, person_example_files=[labelled], fitted=fitted)
+    first.fit().save(fitted, first.model_fingerprint)
+
+    # The same examples and messages: the stored model, nothing embedded but the message.
+    asked = e5.embed_query("I need a human to help me")
+    stored = IntentClassifier(
+        _Unavailable(e5.name, e5.dimension),
+        examples,
+        person_example_files=[labelled],
+        fitted=fitted,
+    )
+    assert stored.classify("I need a human to help me", asked) == first.classify(
+        "I need a human to help me"
+    )
+
+    # Another labelled message, or another embedder: fitted again.
+    more = _labelled_file(tmp_path / "more.yaml", [("put me through to your staff", "person")])
+    for other in (
+        IntentClassifier(e5, examples, person_example_files=[labelled, more], fitted=fitted),
+        IntentClassifier(
+            get_embedder("e5-float"), examples, person_example_files=[labelled], fitted=fitted
+        ),
+    ):
+        assert other.model_fingerprint != first.model_fingerprint
+        assert IntentModel.load(fitted, other.model_fingerprint) is None
+        assert other.classify("how do I post a bill").label == "question"
+
+
+def test_a_damaged_stored_model_is_fitted_again(tmp_path: Path) -> None:
+    examples = {"question": ["how do I post an invoice"], "person": ["get me a human"]}
+    e5 = get_embedder("e5")
+    fitted = tmp_path / "fitted.npz"
+    classifier = IntentClassifier(e5, examples, fitted=fitted)
+    classifier.fit().save(fitted, classifier.model_fingerprint)
+    fitted.write_bytes(fitted.read_bytes()[:300])  # truncated
+    assert IntentModel.load(fitted, classifier.model_fingerprint) is None
+    assert (
+        IntentClassifier(e5, examples, fitted=fitted).classify("get me a person").label == "person"
+    )

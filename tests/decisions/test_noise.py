@@ -189,7 +189,7 @@ def test_a_vector_of_weight_zero_is_not_fitted() -> None:
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(6, 8)).astype(np.float32)
     labels = ["a", "b", "a", "b", "a", "b"]
-    fitted = SoftmaxRegression(vectors[:4], labels[:4])
-    weighted = SoftmaxRegression(vectors, labels, np.array([1.0, 1, 1, 1, 0, 0]))
+    fitted = SoftmaxRegression.fitted(vectors[:4], labels[:4])
+    weighted = SoftmaxRegression.fitted(vectors, labels, np.array([1.0, 1, 1, 1, 0, 0]))
     for vector in vectors:
         assert weighted.predict(vector) == pytest.approx(fitted.predict(vector))
