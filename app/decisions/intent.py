@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from threading import Lock
+from typing import Any
 
 import numpy as np
 
@@ -149,7 +150,7 @@ class IntentModel:
 
     def save(self, path: Path, fingerprint: str) -> None:
         """Stored with the fingerprint of what it was fitted on (`load` checks it)."""
-        arrays = self.intents.arrays("intents_") | self.person.arrays("person_")
+        arrays: dict[str, Any] = self.intents.arrays("intents_") | self.person.arrays("person_")
         np.savez(path, fingerprint=np.array(fingerprint), **arrays)
 
     @classmethod
