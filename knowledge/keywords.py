@@ -12,6 +12,7 @@ Built from the collection's payloads when a search first needs them.
 """
 
 import json
+import logging
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ import Stemmer
 
 from knowledge.language import identify
 from knowledge.types import Passage
+
+# bm25s sets its logger to DEBUG on import (a line per index built): the root's level
+# decides instead.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 # Snowball stemmer names by ISO 639-1 code; a language without one is only lower-cased.
 _STEMMERS = {

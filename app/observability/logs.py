@@ -15,5 +15,4 @@ def configure_logging(settings: BaseModel) -> None:
     through it too (its own config would print no time)."""
     logging.basicConfig(format=FORMAT, level=logging.INFO, force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per getUpdates otherwise
-    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets itself to DEBUG on import
     install_log_redaction(configured_secrets(settings))  # bot URLs carry the bot token

@@ -2,9 +2,9 @@
 and a token Telegram rejects (the fake Bot API answers 401) is never printed."""
 
 import asyncio
-import logging
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -66,18 +66,19 @@ async def test_a_rejected_token_is_never_printed_and_lines_have_time_and_level(
     assert output.splitlines()[0] == records[0]
 
 
-def test_a_library_that_turns_its_own_debug_on_is_quiet_again() -> None:
-    import knowledge.keywords  # noqa: F401  (bm25s sets its logger to DEBUG on import)
-    from app.observability.logs import configure_logging
-    from app.settings import Settings
-
-    root, bm25s = logging.getLogger(), logging.getLogger("bm25s")
-    kept = (root.level, root.handlers[:], bm25s.level, logging.getLogger("httpx").level)
-    try:
-        configure_logging(Settings(_env_file=None))
-        assert not bm25s.isEnabledFor(logging.DEBUG)
-    finally:  # the other tests' logging as it was
-        root.setLevel(kept[0])
-        root.handlers[:] = kept[1]
-        bm25s.setLevel(kept[2])
-        logging.getLogger("httpx").setLevel(kept[3])
+@pytest.mark.parametrize("imported_first", [True, False])
+def test_a_library_that_turns_its_own_debug_on_is_quiet_again(imported_first: bool) -> None:
+    """bm25s sets its logger to DEBUG on import, before the logging set-up (the CLI) or
+    after it (the server's app imported by uvicorn)."""
+    imports = ["import knowledge.keywords", "configure_logging(Settings(_env_file=None))"]
+    script = "; ".join(
+        [
+            "import logging",
+            "from app.observability.logs import configure_logging",
+            "from app.settings import Settings",
+            *(imports if imported_first else imports[::-1]),
+            "print(logging.getLogger('bm25s').isEnabledFor(logging.DEBUG))",
+        ]
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False", run.stderr
