@@ -386,6 +386,22 @@ def test_dockerfile_serves_the_api_by_default() -> None:
     assert commands[-1] == '["supportbot", "serve", "--host", "0.0.0.0", "--port", "8000"]'
 
 
+def test_the_image_serves_with_the_embedder_graph_its_build_made() -> None:
+    """A new container's first turn would otherwise wait for the graph to be built."""
+    instructions = _dockerfile_instructions()
+    built = [args for keyword, args in instructions if keyword == "RUN" and "get_embedder" in args]
+    (folder,) = re.findall(r"Path\('([^']+)'\)", built[0])
+    environment = " ".join(args for keyword, args in instructions if keyword == "ENV")
+    assert f"SUPPORTBOT_KNOWLEDGE__MODEL_CACHE_DIR={folder}" in environment
+    copies = [args for keyword, args in instructions if keyword == "COPY"]
+    assert any(
+        "--from=build" in copy
+        and "--chown=supportbot" in copy
+        and copy.endswith(f"{folder} {folder}")
+        for copy in copies
+    ), copies
+
+
 def test_dockerignore_keeps_secrets_out_of_the_image() -> None:
     ignored = (ROOT / ".dockerignore").read_text().splitlines()
     for pattern in (".env", ".venv", ".git"):
