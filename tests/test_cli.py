@@ -55,6 +55,7 @@ HEAVY_MODULES = (
     "matplotlib",
     "evals.harness",
     "app.settings",
+    "rich",  # help as click prints it (`rich_markup_mode=None`): rich's layout took 0.3-0.7 s
 )
 
 
