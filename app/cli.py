@@ -5,6 +5,7 @@ runs: `supportbot --help` loads Typer and the command modules only.
 """
 
 import logging
+from functools import partial
 
 import typer
 
@@ -51,10 +52,9 @@ def serve(
     from app.loading import loading_without_collection
 
     with loading_without_collection():
-        import uvicorn
-
+        from app.api.exposure import UnsafeExposure, refuse_unsafe_exposure
         from app.api.local_sign_in import with_local_sign_in
-        from app.api.main import UnsafeExposure, create_app
+        from app.api.starting import serve_while_loading, service_app
         from app.observability.logs import configure_logging
         from app.settings import get_settings
         from knowledge.client import KnowledgeClient, StoreInUse
@@ -67,7 +67,7 @@ def serve(
     configure_logging(settings)
     settings, sign_in_link = with_local_sign_in(settings, port)
     try:
-        app = create_app(settings)
+        refuse_unsafe_exposure(settings)
         # Opened before uvicorn starts so that a store another process holds is one line, not
         # a failed start-up; the runtime shares its client (one per store and process), and
         # it is released after the server stops, before interpreter shutdown.
@@ -87,11 +87,12 @@ def serve(
             "The staff widget, signed in as a local staff member: %s", sign_in_link
         )
     try:
+        # The port answers /healthz while the app loads (app/api/starting.py).
         # SIGTERM: no new connections; requests in flight get the grace period to finish.
         # The peer address stays the peer's: X-Forwarded-For is read only from
         # SUPPORTBOT_WIDGET__TRUSTED_PROXIES (app/api/auth.py), not from any local process.
-        uvicorn.run(
-            app,
+        served = serve_while_loading(
+            partial(service_app, settings),
             host=settings.api.host,
             port=port,
             log_config=None,
@@ -100,6 +101,8 @@ def serve(
         )
     finally:
         held.release()
+    if not served:
+        raise typer.Exit(1)
 
 
 @db_cli.command()

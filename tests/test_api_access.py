@@ -10,7 +10,8 @@ from pydantic import SecretStr, ValidationError
 from sqlalchemy import create_engine, select
 from typer.testing import CliRunner
 
-from app.api.main import UnsafeExposure, create_app
+from app.api.exposure import UnsafeExposure
+from app.api.main import create_app
 from app.cli import cli
 from app.db.engine import sync_url
 from app.db.models import Conversation, Message

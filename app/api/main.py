@@ -24,27 +24,13 @@ from app.api import (
 from app.api.body_limit import BodySizeLimit
 from app.api.cross_site import CrossSiteGuard
 from app.api.errors import install_error_handlers
+from app.api.exposure import refuse_unsafe_exposure
 from app.api.rate_limits import TurnLimits
 from app.chat.service import TurnFailed
 from app.observability.metrics import exposition
 from app.observability.redact import configured_secrets, install_log_redaction
 from app.runtime import Runtime
 from app.settings import Settings, get_settings
-
-
-class UnsafeExposure(RuntimeError):
-    """The API would be open to anonymous callers on a non-loopback address."""
-
-
-def exposure_problem(settings: Settings) -> str | None:
-    """Why serving with these settings would expose an open API; None when it is safe."""
-    api = settings.api
-    if api.anonymous_allowed and not api.binds_loopback:
-        return (
-            f"refusing to serve on {api.host}: without SUPPORTBOT_API__KEYS the API is open "
-            "to anyone, which is only allowed on a loopback address (e.g. 127.0.0.1)"
-        )
-    return None
 
 
 async def load_routes(app: FastAPI) -> None:
@@ -59,8 +45,7 @@ async def load_routes(app: FastAPI) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    if problem := exposure_problem(settings):
-        raise UnsafeExposure(problem)
+    refuse_unsafe_exposure(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

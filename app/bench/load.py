@@ -11,7 +11,6 @@ the child server, the load and the read-back are one benchmark run.
 
 import asyncio
 import itertools
-import logging
 import os
 import re
 import socket
@@ -387,7 +386,7 @@ def served(
     port = listener.getsockname()[1]
     started = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-m", "app.bench.load", str(listener.fileno())],
+        [sys.executable, "-m", "app.bench.child", str(listener.fileno())],
         env={**os.environ, **environment},
         pass_fds=(listener.fileno(),),
         cwd=source,  # `-m` puts the working directory first on the import path
@@ -482,34 +481,3 @@ def _model(plan: LoadPlan, environment: dict[str, str]) -> Iterator[Model]:
         users = [m for m in received.body.get("messages", []) if m.get("role") == "user"]
         if received.fault is not None and users and (tag := _TAG.search(message_text(users[-1]))):
             model.faulted.add((int(tag["conversation"]), int(tag["index"])))
-
-
-def _serve(listener_fd: int) -> None:
-    """The child process: the app from the environment's settings, on the inherited socket."""
-    from app.loading import loading_without_collection
-
-    with loading_without_collection():  # as `supportbot serve` loads
-        import uvicorn
-
-        from app.api.main import create_app
-        from app.observability.logs import FORMAT
-        from app.settings import Settings
-
-    # Warnings and errors only: a library's INFO line per model request would bury the
-    # benchmark's own output.
-    logging.basicConfig(format=FORMAT, level=logging.WARNING, force=True)
-    listener = socket.socket(fileno=listener_fd)
-    settings = Settings(_env_file=None)
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=settings.api.shutdown_grace_seconds,  # as `serve` does
-    )
-    server = uvicorn.Server(config)
-    server.run(sockets=[listener])
-
-
-if __name__ == "__main__":
-    _serve(int(sys.argv[1]))

@@ -36,7 +36,11 @@ async def run_cli(*args: str, env: dict[str, str]) -> tuple[int, str]:
     ("command", "mode", "last_words"),
     [
         (("telegram", "run"), "polling", "ERROR bot.cli: Telegram rejected the bot token"),
-        (("serve", "--port", "0"), "webhook", "ERROR uvicorn.error: Application startup failed"),
+        (
+            ("serve", "--port", "0"),
+            "webhook",
+            "ERROR app.api.starting: the service could not start",
+        ),
     ],
 )
 async def test_a_rejected_token_is_never_printed_and_lines_have_time_and_level(
