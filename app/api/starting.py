@@ -46,10 +46,14 @@ class LoadingApp:
         self._load = load
         self._on_failure = on_failure
         self._loaded: asyncio.Future[ASGIApp] | None = None
+        self._app: ASGIApp | None = None  # once loaded and started
         self._lifespan: _Lifespan | None = None
         self.failed = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (app := self._app) is not None:
+            await app(scope, receive, send)
+            return
         if scope["type"] == "lifespan":
             await self._serve_lifespan(scope, receive, send)
             return
@@ -94,6 +98,7 @@ class LoadingApp:
             self._on_failure()
             return
         self._lifespan = lifespan
+        self._app = app
         loaded.set_result(app)
         log.info("the service is loaded and started (%.2f s)", time.perf_counter() - started)
 
