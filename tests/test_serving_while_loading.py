@@ -97,7 +97,24 @@ def test_health_answers_while_loading_and_requests_wait_for_the_started_app() ->
     assert events == ["loaded", "startup", "shutdown"]
 
 
-def test_stopping_while_loading_waits_for_the_app_and_shuts_it_down() -> None:
+def test_stopping_while_loading_does_not_start_the_app() -> None:
+    events: Events = []
+    release = threading.Event()
+
+    def load() -> ASGIApp:
+        release.wait(timeout=30)
+        events.append("loaded")
+        return service(events)
+
+    with serving(load) as (_, app, _):
+        threading.Timer(0.5, release.set).start()  # the load ends after the stop was asked
+    assert events == ["loaded"]
+    assert not app.failed
+
+
+def test_a_request_waiting_when_the_server_stops_is_served() -> None:
+    """Stopping waits for the requests in flight (the grace period): the app is loaded
+    and started for the one that waits for it."""
     events: Events = []
     release = threading.Event()
 
@@ -105,8 +122,13 @@ def test_stopping_while_loading_waits_for_the_app_and_shuts_it_down() -> None:
         release.wait(timeout=30)
         return service(events)
 
-    with serving(load):
-        threading.Timer(0.5, release.set).start()  # the load ends after the stop was asked
+    with ThreadPoolExecutor(1) as pool, serving(load) as (base_url, _, server):
+        waiting = pool.submit(httpx.post, f"{base_url}/echo", json={"text": "hi"}, timeout=30)
+        while not server.server_state.tasks:
+            threading.Event().wait(0.02)
+        server.should_exit = True
+        threading.Timer(0.5, release.set).start()
+        assert waiting.result().json() == {"echo": {"text": "hi"}, "started": True}
     assert events == ["startup", "shutdown"]
 
 

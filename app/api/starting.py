@@ -48,6 +48,7 @@ class LoadingApp:
         self._loaded: asyncio.Future[ASGIApp] | None = None
         self._app: ASGIApp | None = None  # once loaded and started
         self._lifespan: _Lifespan | None = None
+        self._stopping = False
         self.failed = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -76,6 +77,7 @@ class LoadingApp:
         starting = asyncio.create_task(self._start(scope, self._loaded))
         await send({"type": "lifespan.startup.complete"})
         await receive()  # lifespan.shutdown
+        self._stopping = True  # an app still loading is not started
         await starting  # a thread that imports cannot be stopped: its end, then the app's
         if self._lifespan is not None:
             await self._lifespan.shut_down()
@@ -86,6 +88,10 @@ class LoadingApp:
         started = time.perf_counter()
         try:
             app = await asyncio.to_thread(self._load)
+            if self._stopping:  # the server stops: requests in flight have had their time
+                loaded.set_exception(RuntimeError("stopped while loading"))
+                loaded.exception()
+                return
             lifespan = _Lifespan(app, scope)
             await lifespan.start()
         except Exception as error:
