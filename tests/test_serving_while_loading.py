@@ -74,22 +74,40 @@ def _until_answered(url: str) -> httpx.Response:
     raise AssertionError(f"{url} never answered")
 
 
+class HeldLoad:
+    """A load that ends when the test calls `release`, then builds the app with `build`
+    (noting "loaded" in `events`)."""
+
+    def __init__(self, build: Callable[[], ASGIApp], events: Events | None = None) -> None:
+        self._build = build
+        self._events = events
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def __call__(self) -> ASGIApp:
+        self._released.wait(timeout=30)
+        if self._events is not None:
+            self._events.append("loaded")
+        return self._build()
+
+
+def _until_a_request_waits(server: uvicorn.Server) -> None:
+    while not server.server_state.tasks:
+        threading.Event().wait(0.02)
+
+
 def test_health_answers_while_loading_and_requests_wait_for_the_started_app() -> None:
     events: Events = []
-    release = threading.Event()
-
-    def load() -> ASGIApp:
-        release.wait(timeout=30)
-        events.append("loaded")
-        return service(events)
-
+    load = HeldLoad(lambda: service(events), events)
     with serving(load) as (base_url, _, _), ThreadPoolExecutor(1) as pool:
         assert httpx.get(f"{base_url}/healthz").json() == {"status": "ok"}
         not_ready = httpx.get(f"{base_url}/readyz")
         assert (not_ready.status_code, not_ready.json()["ready"]) == (503, False)
         waiting = pool.submit(httpx.post, f"{base_url}/echo", json={"text": "hi"}, timeout=30)
         assert not waiting.done() and events == []
-        release.set()
+        load.release()
         answered = waiting.result()
         assert answered.status_code == 200
         assert answered.json() == {"echo": {"text": "hi"}, "started": True}
@@ -99,15 +117,9 @@ def test_health_answers_while_loading_and_requests_wait_for_the_started_app() ->
 
 def test_stopping_while_loading_does_not_start_the_app() -> None:
     events: Events = []
-    release = threading.Event()
-
-    def load() -> ASGIApp:
-        release.wait(timeout=30)
-        events.append("loaded")
-        return service(events)
-
+    load = HeldLoad(lambda: service(events), events)
     with serving(load) as (_, app, _):
-        threading.Timer(0.5, release.set).start()  # the load ends after the stop was asked
+        threading.Timer(0.5, load.release).start()  # the load ends after the stop was asked
     assert events == ["loaded"]
     assert not app.failed
 
@@ -116,18 +128,12 @@ def test_a_request_waiting_when_the_server_stops_is_served() -> None:
     """Stopping waits for the requests in flight (the grace period): the app is loaded
     and started for the one that waits for it."""
     events: Events = []
-    release = threading.Event()
-
-    def load() -> ASGIApp:
-        release.wait(timeout=30)
-        return service(events)
-
+    load = HeldLoad(lambda: service(events))
     with ThreadPoolExecutor(1) as pool, serving(load) as (base_url, _, server):
         waiting = pool.submit(httpx.post, f"{base_url}/echo", json={"text": "hi"}, timeout=30)
-        while not server.server_state.tasks:
-            threading.Event().wait(0.02)
+        _until_a_request_waits(server)
         server.should_exit = True
-        threading.Timer(0.5, release.set).start()
+        threading.Timer(0.5, load.release).start()
         assert waiting.result().json() == {"echo": {"text": "hi"}, "started": True}
     assert events == ["startup", "shutdown"]
 
@@ -142,17 +148,11 @@ def _failed_startup() -> ASGIApp:
 
 @pytest.mark.parametrize("fails", [_failed_load, _failed_startup])
 def test_a_failed_start_answers_503_and_stops_the_server(fails: Callable[[], ASGIApp]) -> None:
-    release = threading.Event()
-
-    def load() -> ASGIApp:
-        release.wait(timeout=30)
-        return fails()
-
+    load = HeldLoad(fails)
     with serving(load) as (base_url, app, server), ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(httpx.post, f"{base_url}/echo", json={"text": "hi"}, timeout=30)
-        while not server.server_state.tasks:  # the request waits in the app
-            threading.Event().wait(0.02)
-        release.set()
+        _until_a_request_waits(server)
+        load.release()
         answered = waiting.result()
         assert (answered.status_code, answered.json()) == FAILED
         for _ in range(500):  # stopped by itself
