@@ -100,15 +100,16 @@ def questions(
     from app.settings import get_settings
     from knowledge.language import identify
 
-    length = _period(since)
+    length = _period(since)  # a bad period exits before anything is read
     settings = get_settings()
     until = datetime.now(UTC)
+    start = until - length
 
     async def load() -> list[GapTurn]:
         engine = make_async_engine(settings.db)
         try:
             async with make_session_factory(engine)() as session:
-                return await load_gap_turns(session, until - length, until, prefix)
+                return await load_gap_turns(session, start, until, prefix)
         finally:
             await engine.dispose()
 
@@ -117,7 +118,7 @@ def questions(
     def language(text: str) -> str:
         return identify(text, expected, fallback).language
 
-    text = review_file(asyncio.run(load()), language, until - length, until)
+    text = review_file(asyncio.run(load()), language, start, until)
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as error:
