@@ -779,14 +779,15 @@ class DecisionSettings(BaseModel):
     )
     person_examples: tuple[Path, ...] = Field(
         tuple(
-            SOURCE_ROOT / "evals" / "decisions" / f"heldout{suffix}.yaml"
+            SOURCE_ROOT / "app" / "decisions" / "labelled" / f"heldout{suffix}.yaml"
             for suffix in ("", *(f"_{number}" for number in range(2, 20)))
         ),
         description="labelled first messages (YAML `messages:` with `intent: question | person "
         "| smalltalk`) the person head is fitted to besides the examples: by default the "
-        "held-out sets already reported on, written blind by nineteen writers; each was held out "
-        "in turn to choose `person_confidence` (`supportbot eval decisions --by-set`). A file "
-        "that is missing is skipped",
+        "nineteen sets shipped under app/decisions/labelled/, written blind by nineteen writers "
+        "and each reported on held out before it joined; each was held out in turn to choose "
+        "`person_confidence` (`supportbot eval decisions --by-set`). A file that is missing is "
+        "skipped",
     )
     expected_languages: tuple[str, ...] = Field(
         ("en", "ru", "de"),

@@ -277,7 +277,10 @@ def answers(
 def decisions(
     messages: Annotated[
         Path | None,
-        typer.Option(help="labelled messages (default: evals/decisions/heldout.yaml)"),
+        typer.Option(
+            help="labelled messages (default: evals/decisions/heldout_20.yaml, which trained "
+            "nothing)"
+        ),
     ] = None,
     folds: Annotated[
         int,
@@ -331,6 +334,7 @@ def decisions(
         clause_sweep,
         cross_validate,
         decide_all,
+        in_sample,
         leave_one_set_out,
         load_messages,
         threshold_sweep,
@@ -395,6 +399,12 @@ def decisions(
         return
     messages = messages or HELDOUT
     labelled = load_messages(messages)
+    if in_sample(messages, settings.decisions.person_examples):
+        console.print(
+            f"the figures are in-sample: the person head is fitted to {messages.name} "
+            "(decisions.person_examples)",
+            soft_wrap=True,
+        )
     knowledge, scope = None, None
     if search:
         knowledge = KnowledgeBase.from_settings(settings.knowledge)

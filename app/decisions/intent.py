@@ -18,11 +18,11 @@ too) and both regressions are fitted to them (with `noisy_copies`, to misspelled
 them too: users type "cn sombody call me bak", and e5's subwords move with each slip) when
 the classifier is first used (deterministic: seeded copies, full-batch gradient descent
 from zero). The person head also learns from labelled first messages of the held-out sets
-already reported on (`DecisionSettings.person_examples`): many writers' requests and
-questions. A message gets the likeliest intent, its probability and the probability that
-a person is asked for; how sure the service must be before acting on them is a setting
-(`SUPPORTBOT_DECISIONS__…`), calibrated by cross-validation on the examples and reported
-on held-out messages (`supportbot eval decisions`)."""
+already reported on (`labelled/` beside this file, `DecisionSettings.person_examples`): many
+writers' requests and questions. A message gets the likeliest intent, its probability and
+the probability that a person is asked for; how sure the service must be before acting on
+them is a setting (`SUPPORTBOT_DECISIONS__…`), calibrated by cross-validation on the
+examples and reported on held-out messages (`supportbot eval decisions`)."""
 
 import hashlib
 import logging

@@ -348,6 +348,17 @@ def test_the_shipped_fitted_model_is_the_default_settings_own() -> None:
     assert IntentModel.load(FITTED, classifier.model_fingerprint) is not None
 
 
+def test_the_default_labelled_sets_ship_with_the_decider() -> None:
+    """The service reads no eval data: the sets the person head is fitted to are under
+    app/ (packaged with it), none of them missing."""
+    shipped = FITTED.parent
+    paths = DecisionSettings().person_examples
+    assert len(paths) == 19
+    for path in paths:
+        assert path.is_file(), path
+        assert path.is_relative_to(shipped), path
+
+
 def test_a_stored_model_is_used_only_for_what_it_was_fitted_on(tmp_path: Path) -> None:
     examples = {"question": ["how do I post an invoice"], "person": ["get me a human"]}
     labelled = _labelled_file(tmp_path / "labelled.yaml", [("a human please", "person")])

@@ -11,7 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.settings import get_settings
+from app.settings import SOURCE_ROOT, DecisionSettings, get_settings
+from evals.decisions import HELDOUT, in_sample
 
 MESSAGES = [
     {"id": "p1", "text": "I want to talk to a real person", "language": "en", "intent": "person"},
@@ -111,3 +112,35 @@ def test_by_set_holds_each_labelled_set_out_in_turn(
     assert result.exit_code == 0, result.output
     requests, questions = row(result.output, "0.45")[1:]
     assert requests.split()[0] == "3/3" and questions.split()[0] == "0/3"
+
+
+def test_by_default_the_set_that_trained_nothing_is_reported() -> None:
+    result = CliRunner().invoke(cli, ["eval", "decisions", "--no-search"])
+
+    assert result.exit_code == 0, result.output
+    assert "heldout_20.yaml" in result.output
+    assert "in-sample" not in result.output
+
+
+def test_a_set_the_person_head_is_fitted_to_is_reported_as_in_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(SOURCE_ROOT / "app")
+    result = CliRunner().invoke(
+        cli,
+        ["eval", "decisions", "--no-search", "--messages", "decisions/labelled/heldout_2.yaml"],
+    )
+
+    assert result.exit_code == 0, result.output
+    assert (
+        "the figures are in-sample: the person head is fitted to heldout_2.yaml "
+        "(decisions.person_examples)"
+    ) in result.output.splitlines()
+
+
+def test_in_sample_is_one_of_the_fitted_files_not_a_name(tmp_path: Path) -> None:
+    fitted = DecisionSettings().person_examples
+    assert in_sample(fitted[0], fitted)
+    assert in_sample(fitted[0].parent / ".." / "labelled" / fitted[0].name, fitted)
+    assert not in_sample(HELDOUT, fitted)
+    assert not in_sample(tmp_path / fitted[0].name, fitted)
