@@ -47,9 +47,10 @@ from app.handoff.tool import request_human_tool
 from app.memory.idle import IdleWriter
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
-from app.settings import AUDIENCES, Settings
+from app.settings import AUDIENCES, KnowledgeSettings, Settings
 from app.tokens import count_tokens
 from knowledge.client import KnowledgeClient
+from knowledge.relevance import RelevanceThresholds
 from knowledge.scope import DocumentationScope, documentation_scope
 from knowledge.store import KnowledgeBase
 from knowledge.types import Retriever
@@ -75,6 +76,24 @@ def memory_middleware(
     return memory
 
 
+def relevance_in_force(
+    knowledge: KnowledgeSettings, retriever: Retriever
+) -> Callable[[], RelevanceThresholds | None]:
+    """The thresholds a search applies: the configured `min_similarity` for the embedder
+    when set, else the calibration stored with the searched collection (made at ingest);
+    none for a retriever that keeps no calibration."""
+    configured = knowledge.relevance_thresholds
+    if knowledge.configured_min_similarity or not isinstance(retriever, KnowledgeBase):
+        return lambda: configured
+    language = knowledge.language
+
+    def calibrated() -> RelevanceThresholds | None:
+        calibration = retriever.calibration()
+        return calibration.relevance(language) if calibration else None
+
+    return calibrated
+
+
 def agent_factory(
     settings: Settings,
     model: BaseChatModel,
@@ -93,7 +112,7 @@ def agent_factory(
         retriever,
         knowledge.top_k,
         language=knowledge.language,
-        relevance=knowledge.relevance_thresholds,
+        relevance=relevance_in_force(knowledge, retriever),
         scope=scope,
     )
     # A profile with a results policy has ResultBudgetMiddleware render the passages under

@@ -180,13 +180,13 @@ class KnowledgeSettings(BaseModel):
         "`language` is `en` (0: off)",
     )
     min_similarity: dict[str, float] = Field(
-        # e5: `supportbot kb calibrate` on the GnuCash manuals (docs/benchmarks.md)
-        default_factory=lambda: {"e5": 0.803, "e5:en": 0.838, "e5:ru": 0.787, "e5:de": 0.845},
+        default_factory=dict,
         description="per embedder (`e5`) and per query language (`e5:ru`): the dense "
         "similarity below which a passage is not relevant; a search that finds none tells "
         "the model the documentation has nothing on it. A query in a language not listed gets "
-        "the embedder's own. Calibrate on a collection with `supportbot kb calibrate`; an "
-        "embedder not listed keeps every passage",
+        "the embedder's own. Empty (the default): the thresholds `kb ingest` calibrated on "
+        "the collection itself (`supportbot kb stats` shows them); set it from labelled "
+        "questions with `supportbot kb calibrate --questions`",
     )
     scope_questions: list[Path] = Field(
         default_factory=list,
@@ -207,13 +207,24 @@ class KnowledgeSettings(BaseModel):
         "chooses it",
     )
     chunk_tokens: int = Field(350, description="token budget of one indexed passage")
-    min_chunk_tokens: int = Field(100, description="smaller sections merge with a neighbour")
+    min_chunk_tokens: int = Field(
+        30,
+        description="smaller sections merge with a neighbour; each larger section is a "
+        "passage of its own, so that a search finds the section that answers and the answer "
+        "cites its heading",
+    )
     embed_tokens: int = Field(128, description="leading tokens of a passage the embedder sees")
     public_base_urls: dict[str, str] = Field(
         default_factory=dict,
         description="collection (or `collection/folder/`) -> the public URL its sources are "
         "published under; a citation then links to base URL + the rest of its source path",
     )
+
+    @property
+    def configured_min_similarity(self) -> bool:
+        """Whether `min_similarity` sets thresholds for the configured embedder."""
+        prefix = f"{self.embedder}:"
+        return any(key == self.embedder or key.startswith(prefix) for key in self.min_similarity)
 
     @property
     def relevance_thresholds(self) -> RelevanceThresholds:
@@ -752,6 +763,14 @@ class DecisionSettings(BaseModel):
         description="words a clause needs to be read on its own for a request for a person "
         '(a shorter one lacks what it refers to: "Weiß jemand" is "does anyone know"); '
         "chosen on the first ten held-out sets (docs/benchmarks.md)",
+    )
+    person_closing_from_chars: int = Field(
+        200,
+        ge=0,
+        description="length from which a message's closing sentences are read on their own "
+        "for a request for a person (at `person_clause_confidence`), whatever the whole reads "
+        'as: a long problem report ending in "… can someone call me?" reads as the problem. '
+        "0: never. Chosen on the labelled sets the person head is fitted to (docs/decisions.md)",
     )
     smalltalk_confidence: float = Field(
         0.8,

@@ -27,6 +27,7 @@ app = typer.Typer(
 )
 TABLE_WIDTH = 230  # the profile table's 15 columns, unwrapped, also when piped to a file
 RETURNING_WIDTH = 150  # the returning people's table, likewise
+ANSWERS_WIDTH = 140  # the answers-on-documentation table, likewise
 DEFAULT_PROFILES = ",".join(
     [
         *("baseline", "clearing", "trim+clear", "hybrid", "trim-naive", "client"),
@@ -183,8 +184,15 @@ def _percent(value: float | None) -> str:
 @app.command()
 def answers(
     scenario: Annotated[
-        list[Path], typer.Option(help="scenario YAML; repeat the option for several")
-    ],
+        list[Path] | None, typer.Option(help="scenario YAML; repeat the option for several")
+    ] = None,
+    questions: Annotated[
+        Path | None,
+        typer.Option(
+            help="instead: a question set (evals/answers/), each question a conversation of "
+            "its own over --kb, scored right / wrong section / wrong page / unsure / refused"
+        ),
+    ] = None,
     kb: KbOption = None,
     cache_dir: CacheDirOption = Path("./var/evals"),
     searches: Annotated[
@@ -195,7 +203,15 @@ def answers(
     ] = None,
 ) -> None:
     """Play each SCENARIO once with the configured model (offline by default, in the
-    service's shape) and score how its answers read; see evals/answers.py."""
+    service's shape) and score how its answers read (evals/answers.py); or ask each of
+    --questions over the documentation in --kb (evals/own_docs.py)."""
+    if questions is not None:
+        if kb is None or scenario:
+            raise typer.BadParameter("--questions needs --kb and no --scenario")
+        _answer_questions(questions, kb, cache_dir, out)
+        return
+    if not scenario:
+        raise typer.BadParameter("give --scenario (one or more) or --questions with --kb")
     from rich.console import Console
     from rich.table import Table
 
@@ -270,6 +286,66 @@ def answers(
             for row in rows
         ]
         out.write_text(json.dumps(turns, indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"wrote {out}")
+
+
+def _answer_questions(path: Path, kb: Path, cache_dir: Path, out: Path | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.settings import get_settings
+    from evals.own_docs import figures_by_language, load_question_set, run_question_set
+
+    console = Console()
+    corpus, asked = load_question_set(path)
+    with _progress(console) as bar:
+        task = bar.add_task(f"indexing {kb}", total=None)
+        playing = bar.add_task(f"asking {len(asked)} questions", total=len(asked))
+        scored = run_question_set(
+            get_settings(),
+            kb.resolve(),
+            asked,
+            store=cache_dir / "answers-qdrant",
+            collection=f"answers-{corpus}",
+            on_ingested=lambda _: bar.update(task, visible=False),
+            on_question=partial(bar.advance, playing),
+        )
+    # Unsure: outcome not_found, the answering page among the first three offered.
+    table = Table(
+        *("language", "answerable", "right", "wrong section", "wrong page"),
+        *("unsure, page offered", "refused", "useful", "unanswerable", "not in the docs"),
+        title=f"answers on {corpus} ({path.name})",
+    )
+    for figures in figures_by_language(scored):
+        counts = figures.answerable
+        table.add_row(
+            figures.language,
+            str(figures.answerable_count),
+            *(
+                str(counts[verdict])
+                for verdict in ("right", "wrong_section", "wrong_page", "unsure_offered")
+            ),
+            str(counts["refused"]),
+            _percent(figures.share("right", "unsure_offered")),
+            str(figures.unanswerable_count),
+            _percent(figures.share("told")),
+        )
+    Console(width=max(console.width, ANSWERS_WIDTH)).print(table)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        rows = [
+            {
+                "text": row.question.text,
+                "language": row.question.language,
+                "pages": sorted(row.question.pages),
+                "verdict": row.verdict,
+                "outcome": row.outcome,
+                "cited": row.cited,
+                "reply": row.reply,
+            }
+            for row in scored
+        ]
+        out.write_text(json.dumps(rows, indent=2, ensure_ascii=False), encoding="utf-8")
         console.print(f"wrote {out}")
 
 

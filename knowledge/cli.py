@@ -163,10 +163,11 @@ def _store() -> Iterator["KnowledgeClient"]:
 
 
 def _require_collection(kb: "KnowledgeBase | KnowledgeClient", name: str) -> None:
+    from knowledge.calibration.collection import SUFFIX
     from knowledge.client import KnowledgeClient
 
     store = kb if isinstance(kb, KnowledgeClient) else kb.knowledge
-    existing = store.collection_names()
+    existing = [found for found in store.collection_names() if not found.endswith(SUFFIX)]
     if name in existing:
         return
     if store.notice:  # e.g. an old local-mode store: say how to move it, not "empty"
@@ -205,7 +206,7 @@ def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]
         TimeElapsedColumn,
     )
 
-    from knowledge.ingest import BUILDING_INDEX
+    from knowledge.ingest import BUILDING_INDEX, CALIBRATING
 
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -218,7 +219,7 @@ def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]
     ) as bar:
         task = bar.add_task(description, total=total, source="")
         yield lambda source: bar.update(
-            task, advance=0 if source == BUILDING_INDEX else 1, source=source
+            task, advance=0 if source in (BUILDING_INDEX, CALIBRATING) else 1, source=source
         )
 
 
@@ -247,21 +248,81 @@ def ingest(
     collection: CollectionOption = None,
 ) -> None:
     """Mirror a folder into the knowledge base: new and changed files are (re)indexed,
-    files that are gone are removed, unchanged files are skipped."""
+    files that are gone are removed, unchanged files are skipped; then calibrate when "not
+    in the docs" starts for the collection. Your first folder replaces the sample
+    knowledge base."""
     files = _documents(path)
+    sample = _settings().knowledge.sample_path
     with _knowledge_base() as kb:
+        replaced = kb.replace_sample(sample, path, collection)
+        if replaced:
+            _console().print(
+                f"the sample knowledge base ({replaced.documents} documents) was removed from "
+                f"{collection or kb.collection!r}: your documentation replaces it"
+            )
         report = _ingest_with_progress(kb, path, len(files), collection)
+        calibration = kb.calibration(collection)
     _print_report(report)
+    if calibration:
+        _console().print(f"calibrated: {_thresholds(calibration.thresholds)}")
     if report.errors:
         raise typer.Exit(1)
+
+
+def _thresholds(thresholds: dict[str, float]) -> str:
+    """How `kb ingest` and `kb stats` show a calibration: one threshold per question
+    language, "other" for the rest."""
+    named = [f"{language or 'other'} {value:.3f}" for language, value in thresholds.items()]
+    return "relevant from similarity " + ", ".join(named)
+
+
+@app.command()
+def remove(
+    source: Annotated[
+        str | None,
+        typer.Argument(
+            help="an ingested folder, or a document's path inside it (`kb stats` lists the "
+            "folders)",
+            show_default=False,
+        ),
+    ] = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="remove every document of the collection")
+    ] = False,
+    collection: CollectionOption = None,
+) -> None:
+    """Take an ingested folder or one document out of the knowledge base (or --all), and
+    calibrate what is left."""
+    if (source is None) == (not everything):
+        _fail("give a folder or document to remove, or --all", 2)
+    with _knowledge_base() as kb:
+        name = collection or kb.collection
+        _require_collection(kb, name)
+        if everything:
+            removed = kb.remove(name)
+        else:
+            assert source is not None
+            folder = str(Path(source).expanduser().resolve())
+            from knowledge.sources import documents_by_root
+
+            if folder in documents_by_root(kb.knowledge, name):
+                removed = kb.remove(name, root=folder)
+            else:
+                removed = kb.remove(name, source=Path(source).as_posix())
+    if not removed.documents:
+        _fail(
+            f"nothing ingested from {source!r} in {name!r}: `supportbot kb stats` lists the folders"
+        )
+    typer.echo(f"{name}: documents -{removed.documents}; chunks -{removed.chunks}")
 
 
 @app.command("ingest-sample")
 def ingest_sample() -> None:
     """Ingest the sample knowledge base (SUPPORTBOT_KNOWLEDGE__SAMPLE_PATH) into the default
-    collection; skipped when another collection is configured, so that the sample never
-    mixes with your own documents."""
+    collection; skipped when another collection is configured or the default one holds
+    documents of your own, so that the sample never mixes with them."""
     from app.settings import KnowledgeSettings
+    from knowledge.sources import holds_other_than
 
     default_collection: str = KnowledgeSettings.model_fields["collection"].default
     settings = _settings().knowledge
@@ -274,6 +335,12 @@ def ingest_sample() -> None:
         return
     files = _documents(settings.sample_path, "sample documents")
     with _knowledge_base() as kb:
+        if holds_other_than(kb.knowledge, default_collection, settings.sample_path):
+            typer.echo(
+                f"sample knowledge base skipped: {default_collection!r} holds your own "
+                "documentation (`supportbot kb remove --all` empties it)"
+            )
+            return
         report = _ingest_with_progress(kb, settings.sample_path, len(files), default_collection)
     _print_report(report)
     if report.errors:
@@ -335,11 +402,24 @@ def stats(
     with _store() as store:
         _require_collection(store, name)
         result = collection_stats(store, name, embedder=embedder, hybrid=settings.hybrid)
+    configured = settings.configured_min_similarity
     if as_json:
-        typer.echo(json.dumps(result.as_dict(), indent=2))
+        typer.echo(
+            json.dumps(result.as_dict() | {"min_similarity_configured": configured}, indent=2)
+        )
         return
-    for key, value in result.as_dict().items():
-        console.print(f"{key}: {value}")
+    for key in ("collection", "location", "embedder", "hybrid", "documents", "chunks"):
+        console.print(f"{key}: {getattr(result, key)}", highlight=False)
+    languages = ", ".join(f"{lang} {count}" for lang, count in result.chunks_by_language.items())
+    console.print(f"chunks by language: {languages}", highlight=False)
+    for folder, documents in result.documents_by_folder.items():
+        console.print(f"folder: {folder} ({documents} documents)", highlight=False, soft_wrap=True)
+    if configured:
+        console.print("calibration: SUPPORTBOT_KNOWLEDGE__MIN_SIMILARITY is set and is used")
+    elif result.calibration:
+        console.print(f"calibration: {_thresholds(result.calibration)}", highlight=False)
+    else:
+        console.print("calibration: none yet (`supportbot kb ingest` makes it)")
 
 
 @app.command(name="calibrate")

@@ -25,13 +25,14 @@ from knowledge.loaders import SUPPORTED_SUFFIXES, Document, LoadError, load_docu
 from knowledge.roots import OutsideRoots, read_confined
 
 # Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
-INDEX_VERSION = "1"
+INDEX_VERSION = "2"
 EMBED_BATCH = 64
 _POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
 
 # Called once per file with its source path, then with BUILDING_INDEX if anything changed.
 ProgressCallback = Callable[[str], None]
 BUILDING_INDEX = "building the search index (HNSW)"
+CALIBRATING = 'calibrating "not in the docs" on the collection'  # then, by the knowledge base
 
 
 @dataclass
@@ -48,6 +49,7 @@ class IngestReport:
     errors: dict[str, str] = field(default_factory=dict)  # source -> what is wrong with it
     seconds: float = 0.0
     index_seconds: float = 0.0  # of `seconds`: building the search index after the writes
+    calibration_seconds: float = 0.0  # of `seconds`: calibrating the collection afterwards
 
     @property
     def changed(self) -> bool:
@@ -73,7 +75,7 @@ class Ingester:
     knowledge: KnowledgeClient
     embedder: Embedder
     chunk_tokens: int = 350
-    min_chunk_tokens: int = 100
+    min_chunk_tokens: int = 30
     embed_tokens: int = 128
 
     def ingest(

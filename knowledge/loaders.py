@@ -32,6 +32,8 @@ KNOWN_LANGUAGES = frozenset(
     | {"fi", "no", "ja", "zh", "ko", "tr", "ar", "he", "el", "hu", "ro", "bg"}
 )
 UNKNOWN_LANGUAGE = "und"
+# How much of a page's text its language is read from (a few paragraphs tell it).
+TEXT_FOR_LANGUAGE = 2000
 
 # DocBook numbers headings ("7.4.1. New", "Chapter 7. Business Features"); the numbers are
 # noise for both the embedder and the reader of a citation.
@@ -100,9 +102,22 @@ def load_document(path: Path, root: Path, raw: bytes | None = None) -> Document:
         raise LoadError("no text of its own (only navigation)", nothing_to_index=True)
     if language == UNKNOWN_LANGUAGE:
         language = language_from_path(Path(source))
+    if language == UNKNOWN_LANGUAGE:
+        language = language_of_text(title, sections)
     return Document(
         source=source, title=title or path.stem, language=language, sections=tuple(sections)
     )
+
+
+def language_of_text(title: str, sections: list[Section]) -> str:
+    """The language the page is written in, read from its text (fastText's identifier,
+    `knowledge.language`) when neither its markup nor its path says; `und` when the text
+    is too short to tell."""
+    from knowledge.language import identify
+
+    text = " ".join([title, *(section.text for section in sections)])[:TEXT_FOR_LANGUAGE]
+    guess = identify(text, expected=(), fallback=UNKNOWN_LANGUAGE)
+    return guess.language if guess.language in KNOWN_LANGUAGES else UNKNOWN_LANGUAGE
 
 
 def language_from_path(relative_path: Path) -> str:

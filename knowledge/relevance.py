@@ -35,12 +35,18 @@ class RelevanceThresholds:
     default: float = 0.0
     by_language: Mapping[str, float] = field(default_factory=dict)
     documentation_language: str = "en"  # what a query too short to tell is taken for
+    # Below the threshold, from where a passage's page may still be offered as possibly
+    # related (the collection's calibration makes both); None: the threshold itself.
+    related: "RelevanceThresholds | None" = None
 
     def for_query(self, query: str) -> float:
         if not self.by_language:
             return self.default
         guess = identify(query, (self.documentation_language,), self.documentation_language)
         return self.by_language.get(guess.language, self.default)
+
+    def related_for_query(self, query: str) -> float:
+        return (self.related or self).for_query(query)
 
 
 @dataclass(frozen=True)

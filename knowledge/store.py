@@ -22,12 +22,22 @@ import numpy as np
 
 from app.settings import KnowledgeSettings
 from knowledge import sparse
+from knowledge.calibration.collection import (
+    CollectionCalibration,
+    calibrate_collection,
+    drop_calibration,
+    load_calibration,
+    store_calibration,
+)
 from knowledge.client import DENSE, KnowledgeClient, ScoredPoint, VectorQuery
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
-from knowledge.ingest import Ingester, IngestReport, ProgressCallback
+from knowledge.graph_cache import GraphCache, default_cache_folder
+from knowledge.ingest import CALIBRATING, Ingester, IngestReport, ProgressCallback
 from knowledge.ingest import discover_files as discover_files  # evals imports it from here
 from knowledge.keywords import KeywordIndex, query_language
 from knowledge.loaders import UNKNOWN_LANGUAGE
+from knowledge.sources import Removed, replace_sample
+from knowledge.sources import remove as remove_passages
 from knowledge.stats import KnowledgeStats, collection_stats
 from knowledge.types import Passage
 
@@ -75,9 +85,10 @@ class KnowledgeBase:
         embedder: Embedder | None = None,
         options: SearchOptions | None = None,
         chunk_tokens: int = 350,
-        min_chunk_tokens: int = 100,
+        min_chunk_tokens: int = 30,
         embed_tokens: int = 128,
         owns_client: bool = False,
+        cache_folder: Path | None = None,
     ) -> None:
         self.knowledge = knowledge
         self.collection = collection
@@ -87,6 +98,9 @@ class KnowledgeBase:
             knowledge, self.embedder, chunk_tokens, min_chunk_tokens, embed_tokens
         )
         self._owns_client = owns_client
+        # Where the calibration bank's vectors are kept (the embedder's cache folder).
+        self.cache_folder = cache_folder or default_cache_folder()
+        self._calibrations: dict[str, tuple[float, CollectionCalibration | None]] = {}
 
     @classmethod
     def open_local(
@@ -133,6 +147,7 @@ class KnowledgeBase:
             chunk_tokens=settings.chunk_tokens,
             min_chunk_tokens=settings.min_chunk_tokens,
             embed_tokens=settings.embed_tokens,
+            cache_folder=settings.model_cache_dir,
         )
 
     @classmethod
@@ -178,6 +193,7 @@ class KnowledgeBase:
             chunk_tokens=self.ingester.chunk_tokens,
             min_chunk_tokens=self.ingester.min_chunk_tokens,
             embed_tokens=self.ingester.embed_tokens,
+            cache_folder=self.cache_folder,
         )
 
     def close(self) -> None:
@@ -196,8 +212,71 @@ class KnowledgeBase:
         progress: ProgressCallback | None = None,
         confined_to: Sequence[Path] = (),
     ) -> IngestReport:
-        """Mirror a folder (or add one file) into a collection (`knowledge.ingest`)."""
-        return self.ingester.ingest(path, collection or self.collection, progress, confined_to)
+        """Mirror a folder (or add one file) into a collection (`knowledge.ingest`), then
+        calibrate the collection when its passages changed or it has no calibration yet
+        (`knowledge.calibration.collection`)."""
+        name = collection or self.collection
+        report = self.ingester.ingest(path, name, progress, confined_to)
+        if report.changed or load_calibration(self.knowledge, name) is None:
+            if progress:
+                progress(CALIBRATING)
+            started = time.perf_counter()
+            self.calibrate(name)
+            report.calibration_seconds = round(time.perf_counter() - started, 3)
+            report.seconds = round(report.seconds + report.calibration_seconds, 3)
+        return report
+
+    def remove(
+        self, collection: str | None = None, *, root: str | None = None, source: str | None = None
+    ) -> Removed:
+        """Take an ingested folder, a document or everything out of a collection
+        (`knowledge.sources.remove`), and calibrate what is left."""
+        name = collection or self.collection
+        removed = remove_passages(self.knowledge, name, root=root, source=source)
+        if removed.chunks:
+            self.calibrate(name)
+        return removed
+
+    def replace_sample(
+        self, sample: Path, ingesting: Path, collection: str | None = None
+    ) -> Removed | None:
+        """Take the sample knowledge base out before the user's own folder goes in
+        (`knowledge.sources.replace_sample`)."""
+        return replace_sample(self.knowledge, collection or self.collection, sample, ingesting)
+
+    def calibrate(self, collection: str | None = None) -> CollectionCalibration | None:
+        """Make and store a collection's calibration from its own passages; None (and the
+        stored one dropped) for an empty collection."""
+        name = collection or self.collection
+        self._calibrations.pop(name, None)
+        passages = self.knowledge.count(name) if self.knowledge.collection_exists(name) else 0
+        if not passages:
+            drop_calibration(self.knowledge, name)
+            return None
+
+        def best(vector: Any) -> float:
+            hits = self.knowledge.search(
+                name, VectorQuery(dense=[float(x) for x in vector], limit=1)
+            )
+            return float(hits[0].score) if hits else 0.0
+
+        calibration = calibrate_collection(
+            self.embedder, best, passages, GraphCache(self.cache_folder)
+        )
+        store_calibration(self.knowledge, name, calibration)
+        return calibration
+
+    def calibration(self, collection: str | None = None) -> CollectionCalibration | None:
+        """The calibration stored with a collection, read again every few seconds (another
+        process may have ingested meanwhile)."""
+        name = collection or self.collection
+        now = time.monotonic()
+        cached = self._calibrations.get(name)
+        if cached and now - cached[0] < KEYWORD_INDEX_CHECK_SECONDS:
+            return cached[1]
+        found = load_calibration(self.knowledge, name)
+        self._calibrations[name] = (now, found)
+        return found
 
     def stats(self, collection: str | None = None) -> KnowledgeStats:
         return collection_stats(
@@ -286,7 +365,9 @@ class KnowledgeBase:
     ) -> list[Passage]:
         """Dense candidates and the best of BM25 and WordLlama, scored cosine + weight ×
         relative BM25 + weight × WordLlama's z-score. A passage the dense search did not
-        find gets the lowest cosine among its candidates."""
+        find gets the lowest cosine among its candidates as its score, and no similarity
+        (0.0): what BM25 alone found never passes a relevance threshold on a made-up
+        number."""
         index = self._keyword_index(name)
         keyword = dict(index.search(query, depth)) if self.keyword_weight > 0 else {}
         static = dict(index.static_search(query, depth)) if self._uses_static else {}
@@ -295,7 +376,7 @@ class KnowledgeBase:
         floor = min((passage.score for passage in dense), default=0.0)
         scored = {point_id: passage for point_id, passage in zip(ids, dense, strict=True)}
         for point_id, hit in (keyword | static).items():
-            scored.setdefault(point_id, replace(hit.passage, score=floor, similarity=floor))
+            scored.setdefault(point_id, replace(hit.passage, score=floor, similarity=0.0))
 
         def extra(point_id: str) -> float:
             words = keyword[point_id].score if point_id in keyword else 0.0
@@ -366,4 +447,5 @@ def _passage_of(payload: dict[str, Any]) -> Passage:
         title=payload.get("title", ""),
         heading=payload.get("heading", ""),
         source=payload.get("source", ""),
+        language=payload.get("language", ""),
     )

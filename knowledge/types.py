@@ -16,6 +16,7 @@ class Passage:
     # The dense (embedding) similarity alone, comparable across searches and what relevance
     # thresholds are calibrated on; equal to `score` unless other signals were fused in.
     similarity: float = 0.0
+    language: str = ""  # the page's (ISO 639-1), "" when the retriever does not say
 
 
 class Retriever(Protocol):

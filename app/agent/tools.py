@@ -1,12 +1,16 @@
 """The main agent's tools, and what the agent is told when one of them stays down."""
 
+from collections.abc import Callable
 from dataclasses import asdict
 
 from langchain.agents.middleware import ToolRetryMiddleware
 from langchain_core.tools import BaseTool, tool
 
 from app.settings import LLMSettings
+from knowledge.evidence import holds, leads
 from knowledge.format import format_passages
+from knowledge.keywords import query_language
+from knowledge.loaders import UNKNOWN_LANGUAGE
 from knowledge.relevance import RelevanceThresholds
 from knowledge.scope import DocumentationScope
 from knowledge.types import Passage, Retriever
@@ -59,9 +63,51 @@ def search_description(language: str) -> str:
 
 
 def relevant_passages(passages: list[Passage], min_similarity: float) -> list[Passage]:
-    """The passages whose dense similarity reaches the knowledge base's threshold; one
-    without a similarity (0.0: a retriever that gives none) is kept."""
-    return [p for p in passages if not p.similarity or p.similarity >= min_similarity]
+    """The passages whose dense similarity reaches the knowledge base's threshold (with no
+    threshold, every passage)."""
+    return [p for p in passages if p.similarity >= min_similarity]
+
+
+# The artifact key of a passage offered as possibly related: it passed the threshold but
+# does not hold what the query asks (knowledge/evidence.py). A search that returns only
+# such passages found nothing (the turn's outcome is `not_found`).
+SUGGESTED = "suggested"
+NOTHING_ANSWERS = (
+    "No passage of the documentation answers this. Pages that may be related, to offer the "
+    "user as suggestions without quoting them as the answer:"
+)
+
+
+def answering_passages(
+    query: str, relevant: list[Passage], found: list[Passage], documentation_language: str
+) -> list[Passage]:
+    """The relevant passages that hold what the query asks (knowledge/evidence.py), when
+    the first of them leads every other page's passage among all `found`; else none."""
+    language = query_language(query, documentation_language)
+    answering = [
+        p for p in relevant if holds(query, language, p, _language_of(p, documentation_language))
+    ]
+    return answering if answering and leads(answering[0], found) else []
+
+
+def _one_per_page(passages: list[Passage]) -> list[Passage]:
+    """The best passage of each page, best first."""
+    seen: set[str] = set()
+    return [p for p in passages if not (p.source in seen or seen.add(p.source))]
+
+
+def _language_of(passage: Passage, documentation_language: str) -> str:
+    """A page's language; the documentation's when the retriever or the page did not say."""
+    return (
+        passage.language
+        if passage.language not in ("", UNKNOWN_LANGUAGE)
+        else documentation_language
+    )
+
+
+def suggestions_text(passages: list[Passage]) -> str:
+    lines = [f"{n}. {p.title} ({p.source})" for n, p in enumerate(passages, start=1)]
+    return "\n".join([NOTHING_ANSWERS, *lines])
 
 
 def knowledge_search_tool(
@@ -69,14 +115,17 @@ def knowledge_search_tool(
     k: int,
     token_budget: int | None,
     language: str = "en",
-    relevance: RelevanceThresholds | None = None,
+    relevance: Callable[[], RelevanceThresholds | None] | None = None,
     scope: DocumentationScope | None = None,
 ) -> BaseTool:
-    """The search tool: only relevant passages reach the model (and the turn's citations);
-    none tells it that the documentation has nothing on the query, as does a query outside
-    the collection's `scope` (when it has one). `token_budget` None:
-    found passages are left for `ResultBudgetMiddleware` to render (the result's text is
-    empty until then), under the memory profile's budget, rather than rendered twice."""
+    """The search tool: only relevant passages that hold what the query asks reach the
+    model as passages (and the turn's citations); relevant ones that do not are offered
+    as possibly related pages (`SUGGESTED`); none tells it that the documentation has
+    nothing on the query, as does a query outside the collection's `scope` (when it has
+    one). `relevance` gives the thresholds in force (the collection's calibration, or the
+    configured ones). `token_budget` None: found passages are left for
+    `ResultBudgetMiddleware` to render (the result's text is empty until then), under the
+    memory profile's budget, rather than rendered twice."""
 
     @tool(
         KNOWLEDGE_TOOL,
@@ -84,16 +133,25 @@ def knowledge_search_tool(
         response_format="content_and_artifact",
     )
     def search_knowledge_base(query: str) -> tuple[str, list[dict[str, object]]]:
-        threshold = relevance.for_query(query) if relevance else 0.0
-        passages = relevant_passages(retriever.search(query, k), threshold)
+        thresholds = relevance() if relevance else None
+        found = retriever.search(query, k)
+        threshold = thresholds.for_query(query) if thresholds else 0.0
+        passages = relevant_passages(found, threshold)
         if passages and scope is not None and not scope.covers(query):
-            passages = []
+            found = passages = []
+        answering = answering_passages(query, passages, found, language)
+        if not answering:
+            near = thresholds.related_for_query(query) if thresholds else 0.0
+            related = _one_per_page(relevant_passages(found, near))
+            if related:
+                suggested = [asdict(p) | {SUGGESTED: True} for p in related]
+                return suggestions_text(related), suggested
         text = (
             ""
-            if passages and token_budget is None
-            else format_passages(query, passages, token_budget or 0)
+            if answering and token_budget is None
+            else format_passages(query, answering, token_budget or 0)
         )
-        return text, [asdict(p) for p in passages]
+        return text, [asdict(p) for p in answering]
 
     return search_knowledge_base
 

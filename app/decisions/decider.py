@@ -23,6 +23,8 @@ from knowledge.language import LanguageGuess, identify
 
 # Where one clause of a message ends and another starts.
 _CLAUSE_BREAK = re.compile(r"[.,;:!?¿¡…\n]+|\s[-–—]\s")
+# Where one sentence ends and the next starts.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+|\n+")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class MessageDecider:
             self.sure_of_person,
             self.settings.person_clause_min_words,
             self.settings.person_clause_gate,
+            self.settings.person_closing_from_chars,
         )
         return Decision(
             intent.label,
@@ -125,6 +128,13 @@ def pieces(text: str) -> list[str]:
     return [c for c in parts if len(c.split()) >= 2] if len(parts) >= 2 else []
 
 
+def closing_sentences(text: str) -> list[str]:
+    """The last sentence of a message and its last two together (sentences of three words
+    or more): where a long problem report puts what it wants done."""
+    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if len(s.split()) >= 3]
+    return list(dict.fromkeys([" ".join(sentences[-2:]), *sentences[-1:]])) if sentences else []
+
+
 def person_in_clauses(
     text: str,
     person: float,
@@ -132,14 +142,23 @@ def person_in_clauses(
     sure: float = 1.0,
     min_words: int = 2,
     gate: float = 0.0,
+    closing_from: int = 0,
 ) -> float:
     """The likeliest request for a person among the clauses of a message, by `read` (the
-    person head); 0 when the whole asks for a person with probability `person` below
-    `gate` (a clause is then its way of asking a question), or at least `sure` (it hands
-    over as a whole)."""
-    if person < gate or person >= sure:
+    person head); 0 when the whole asks for a person with probability `person` at least
+    `sure` (it hands over as a whole). Below `gate` the clauses are not read (a clause is
+    then the message's way of asking a question), except, in a message of `closing_from`
+    characters or more, its closing sentences: the whole of a long problem report reads as
+    the problem, its last sentence as what it asks for ("… Can someone from your team call
+    me?")."""
+    if person >= sure:
         return 0.0
-    return max((read(clause) for clause in clauses(text, min_words)), default=0.0)
+    closing = 0.0
+    if closing_from and len(text) >= closing_from:
+        closing = max((read(part) for part in closing_sentences(text)), default=0.0)
+    if person < gate:
+        return closing
+    return max([closing, *(read(clause) for clause in clauses(text, min_words))])
 
 
 @cache

@@ -86,12 +86,12 @@ def test_numbered_steps_are_kept_in_order_with_their_menu_path() -> None:
     ]
 
 
-def test_the_answer_names_one_page_and_has_no_source_line_of_its_own() -> None:
+def test_the_answer_names_one_page_and_section_and_has_no_source_line_of_its_own() -> None:
     _, answer = turn("How do I create an invoice?", [INVOICE_STEPS, TAX_FACTS])
 
     assert "Source" not in answer
-    assert answer.count("“Invoices”") == 1 and "Sales Tax Tables" not in answer
-    assert answer.endswith("Details: “Invoices”.")
+    assert answer.count("“Invoices › New”") == 1 and "Sales Tax Tables" not in answer
+    assert answer.endswith("Details: “Invoices › New”.")  # the page, then its section
 
 
 def test_without_steps_it_quotes_the_best_matching_sentences_in_order() -> None:

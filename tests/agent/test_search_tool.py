@@ -87,7 +87,7 @@ def _call(tool: BaseTool, query: str = "q") -> ToolMessage:
 def _searched(
     retriever: Retriever, relevance: RelevanceThresholds, query: str = "q"
 ) -> ToolMessage:
-    return _call(knowledge_search_tool(retriever, 4, 500, relevance=relevance), query)
+    return _call(knowledge_search_tool(retriever, 4, 500, relevance=lambda: relevance), query)
 
 
 def test_only_passages_at_or_above_the_threshold_reach_the_model_and_the_citations() -> None:
@@ -106,8 +106,75 @@ def test_a_search_with_nothing_relevant_tells_the_model_so_and_cites_nothing() -
     assert outcome_of([_searched(_Scored(0.9), RelevanceThresholds(0.8))]) == "answered"
 
 
-def test_passages_without_a_similarity_are_kept() -> None:
-    assert len(_searched(_Recorder(), RelevanceThresholds(0.8)).artifact) == 1
+def test_passages_without_a_similarity_pass_no_threshold() -> None:
+    """What a keyword search alone found carries no dense similarity (0.0): it never
+    passes a threshold on a made-up number, and the search finds nothing."""
+    result = _searched(_Recorder(), RelevanceThresholds(0.8))
+    assert result.artifact == []
+    assert outcome_of([result]) == "not_found"
+    assert len(_searched(_Recorder(), RelevanceThresholds(0.0)).artifact) == 1  # no threshold
+
+
+class _Pages:
+    """A retriever returning fixed passages, all similar enough."""
+
+    def __init__(self, *passages: Passage) -> None:
+        self.passages = passages
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        return list(self.passages)
+
+
+_USERS = Passage(
+    text="Invite a colleague from Settings → Users and give them the Accountant role.",
+    title="Users, roles and permissions",
+    heading="Users, roles and permissions > Invite a user",
+    source="en/users-roles.md",
+    score=0.87,
+    similarity=0.87,
+    language="en",
+)
+_PARTIAL = Passage(
+    text="Enter the amount you actually received. The status changes to Partially paid.",
+    title="Recording a customer payment",
+    heading="Recording a customer payment > Record a partial payment",
+    source="en/record-payment.md",
+    score=0.9,
+    similarity=0.9,
+    language="en",
+)
+
+
+def test_a_near_passage_that_does_not_hold_the_question_is_only_offered() -> None:
+    """Near in meaning, none of the question's words: the page is offered as possibly
+    related, not quoted as the answer, and the turn found nothing."""
+    result = _searched(
+        _Pages(_USERS), RelevanceThresholds(0.8), "Do you support payroll in Brazil?"
+    )
+
+    assert [p["source"] for p in result.artifact] == ["en/users-roles.md"]
+    assert all(p["suggested"] for p in result.artifact)
+    assert "No passage of the documentation answers this" in str(result.content)
+    assert outcome_of([result]) == "not_found"
+
+
+def test_of_near_passages_those_holding_the_question_answer_it() -> None:
+    result = _searched(
+        _Pages(_USERS, _PARTIAL), RelevanceThresholds(0.8), "How do I record a partial payment?"
+    )
+
+    assert [p["source"] for p in result.artifact] == ["en/record-payment.md"]
+    assert not any(p.get("suggested") for p in result.artifact)
+    assert outcome_of([result]) == "answered"
+
+
+def test_a_passage_in_another_language_than_the_question_is_only_offered() -> None:
+    result = _searched(
+        _Pages(_PARTIAL), RelevanceThresholds(0.8), "Wie erfasse ich eine Teilzahlung?"
+    )
+    assert [p["source"] for p in result.artifact] == ["en/record-payment.md"]
+    assert all(p["suggested"] for p in result.artifact)
+    assert outcome_of([result]) == "not_found"
 
 
 def test_the_threshold_is_the_configured_embedders_for_the_querys_language() -> None:
@@ -130,3 +197,27 @@ def test_a_search_in_another_language_is_judged_by_that_languages_threshold() ->
     assert len(_searched(_Scored(0.78), relevance, russian).artifact) == 1
     english = "How do I reconcile my bank account with the statement?"
     assert _searched(_Scored(0.78), relevance, english).artifact == []
+
+
+def test_a_holding_passage_in_a_near_tie_with_another_page_is_only_offered() -> None:
+    """Two pages within a hair of each other: quoting the first would be a guess."""
+    tied = Passage(
+        text="Record the payment from the invoice.", title="Invoices", heading="Invoices",
+        source="en/create-invoice.md", score=0.895, similarity=0.895, language="en",
+    )  # fmt: skip
+    result = _searched(
+        _Pages(_PARTIAL, tied), RelevanceThresholds(0.8), "How do I record a partial payment?"
+    )
+    assert outcome_of([result]) == "not_found"
+    assert [p["source"] for p in result.artifact] == [
+        "en/record-payment.md",
+        "en/create-invoice.md",
+    ]
+
+
+def test_pages_under_the_threshold_but_near_enough_are_offered_once_each() -> None:
+    relevance = RelevanceThresholds(0.95, related=RelevanceThresholds(0.85))
+    result = _searched(_Pages(_PARTIAL, _PARTIAL, _USERS), relevance, "partial payment?")
+    assert [p["source"] for p in result.artifact] == ["en/record-payment.md", "en/users-roles.md"]
+    assert outcome_of([result]) == "not_found"
+    assert _searched(_Pages(_USERS), RelevanceThresholds(0.95), "payroll?").artifact == []

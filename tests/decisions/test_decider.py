@@ -124,6 +124,47 @@ def test_a_clause_about_people_in_a_question_does_not_hand_over(
     assert not decider.hands_over(decision, model_decides=True)
 
 
+# Long problem reports (over 300 characters) whose request for a person is their last
+# sentence: as a whole each reads as the problem it describes.
+LONG_REPORTS_ENDING_IN_A_REQUEST = [
+    "Mein CSV-Import der Sparkasse ordnet seit dem letzten Update alle Buchungen dem Konto "
+    "Ausgaben:Sonstiges zu, obwohl ich die Zuordnungen vorher gespeichert hatte. Ich habe die "
+    "Einstellungen neu angelegt, die Datei in UTF-8 umgewandelt und das Datumsformat geprüft, "
+    "es bleibt dabei, über 300 Buchungen liegen jetzt falsch. Ich brauche dafür jemanden aus "
+    "Ihrem Support, der sich das mit mir anschaut.",
+    "С начала месяца отчёт о прибылях и убытках показывает выручку в два раза больше "
+    "реальной: каждая оплата счёта будто учитывается дважды, и в реестре счёта дебиторов я "
+    "вижу по две одинаковые проводки. Я уже удалил дубликаты за январь, но в феврале они "
+    "появились снова после импорта банковской выписки. Соедините меня, пожалуйста, с живым "
+    "специалистом поддержки.",
+]
+# As long, ending in a question for the bot, mentioning people.
+LONG_QUESTIONS_ABOUT_PEOPLE = [
+    "Our bookkeeper left in January and the new one, a colleague from the sales team, "
+    "entered all of February's supplier bills twice because she did not see that they had "
+    "been imported already. The accounts payable report now shows double the amount and our "
+    "accountant is not happy about it. What is the quickest way to find and delete the "
+    "duplicated transactions in the register?",
+]
+
+
+@pytest.mark.parametrize("text", LONG_REPORTS_ENDING_IN_A_REQUEST)
+def test_a_long_report_ending_in_a_request_hands_over_by_its_closing_sentence(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert decision.person < DecisionSettings().person_clause_gate  # the whole: the problem
+    assert decider.hands_over(decision, model_decides=False)
+    assert decider.hands_over(decision, model_decides=True)
+
+
+@pytest.mark.parametrize("text", LONG_QUESTIONS_ABOUT_PEOPLE)
+def test_a_long_question_mentioning_people_stays_with_the_bot(
+    decider: MessageDecider, text: str
+) -> None:
+    assert not decider.hands_over(decider.decide(text), model_decides=False)
+
+
 # Refusing the bot asks for a person; refusing the person asks for the bot back: each is
 # the other's look-alike (before the "refusing the bot" examples, the first two below read
 # as "bot back"). Two decisions keep them apart: out of a handoff, whether a person is

@@ -65,7 +65,7 @@ def test_it_reformulates_with_the_previous_message_and_the_best_heading() -> Non
         f"{SEARCH_TOOL}: pay bill customer invoice",
         f"{SEARCH_TOOL}: customer invoice new",
     ]
-    assert made[-1].endswith("Details: “Invoices”.")  # the page it answered from
+    assert made[-1].endswith("Details: “Invoices › New”.")  # the page and section it quoted
 
 
 def test_the_number_of_searches_is_drawn_per_question_from_the_seed() -> None:

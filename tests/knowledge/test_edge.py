@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from knowledge.client import INDEXED_FIELDS, KnowledgeClient, StoreInUse
 from knowledge.edge import SHARDS, EdgeStore
-from knowledge.ingest import BUILDING_INDEX
+from knowledge.ingest import BUILDING_INDEX, CALIBRATING
 from knowledge.store import KnowledgeBase
 from tests.conftest import SAMPLE_KB
 from tests.knowledge.conftest import copy_pages
@@ -58,7 +58,7 @@ def test_an_ingest_that_changed_passages_builds_the_index_and_says_so(tmp_path: 
     steps: list[str] = []
     try:
         kb.ingest(folder, progress=steps.append)
-        assert steps == [PAGES[0], BUILDING_INDEX]
+        assert steps == [PAGES[0], BUILDING_INDEX, CALIBRATING]
         steps.clear()
         unchanged = kb.ingest(folder, progress=steps.append)
         assert steps == [PAGES[0]] and unchanged.index_seconds == 0
@@ -97,11 +97,11 @@ def test_kb_bench_scale_puts_both_embedded_stores_side_by_side(tmp_path: Path) -
 
 def test_kb_bench_scale_with_an_engine_measures_that_one_only(tmp_path: Path) -> None:
     output = tmp_path / "scale.json"
-    arguments = ["--kb-dir", str(SAMPLE_KB), "--scale", "100,200", "--engine", "edge"]
+    arguments = ["--kb-dir", str(SAMPLE_KB), "--scale", "200,300", "--engine", "edge"]
     result = CliRunner().invoke(cli, ["kb", "bench", *arguments, "--output", str(output)])
     assert result.exit_code == 0, result.output
     rows = json.loads(output.read_text())["scale"]
-    assert [(row["engine"], row["points"]) for row in rows] == [("edge", 100), ("edge", 200)]
+    assert [(row["engine"], row["points"]) for row in rows] == [("edge", 200), ("edge", 300)]
 
 
 @pytest.mark.parametrize(

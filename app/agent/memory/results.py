@@ -18,7 +18,7 @@ from langgraph.types import Command
 
 from app.agent.memory.decisions import is_cleared
 from app.agent.memory.profiles import ResultPolicy
-from app.agent.tools import KNOWLEDGE_TOOL
+from app.agent.tools import KNOWLEDGE_TOOL, SUGGESTED
 from knowledge.format import format_passages, one_line
 from knowledge.types import Passage
 
@@ -49,6 +49,8 @@ def shaped_result(
 ) -> ToolMessage:
     if not isinstance(result.artifact, list) or not result.artifact:
         return result
+    if any(p.get(SUGGESTED) for p in result.artifact):
+        return result  # pages offered as related: the search tool worded them itself
     passages = [Passage(**p) for p in result.artifact]
     visible = shown_verbatim(messages)
     seen = [p for p in passages if p.text in visible] if policy.reference_seen else []

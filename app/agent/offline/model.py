@@ -64,17 +64,29 @@ from app.agent.offline.replies import (
     noted_reply,
     see_also,
     smalltalk_reply,
+    unsure_reply,
 )
+from app.agent.tools import SUGGESTED
 from app.decisions.decider import MessageDecider, decider_for
 from app.memory.facts import remembered
 from app.observability.simulator import request_tokens
 from app.settings import DecisionSettings
+from knowledge.chunking import HEADING_SEPARATOR
 from knowledge.embeddings import DEFAULT_EMBEDDER
 from knowledge.loaders import UNKNOWN_LANGUAGE, language_from_path
 from knowledge.queries import contextual_query
 
 SEARCH_TOOL = "search_knowledge_base"
 EXPERT_TOOL = "ask_expert"
+OFFERED_PAGES = 3  # pages an unsure answer offers at most
+
+
+def section_name(passage: dict[str, Any]) -> str:
+    """How an answer names the passage it quotes: its page, and its section when that is
+    not the page itself ("Recording a payment › Record a partial payment")."""
+    title = str(passage.get("title", ""))
+    section = str(passage.get("heading", "")).split(HEADING_SEPARATOR)[-1].strip()
+    return f"{title} › {section}" if section and section != title else title
 
 
 def _page_language(passage: dict[str, Any]) -> str:
@@ -242,7 +254,9 @@ class OfflineChatModel(BaseChatModel):
         language: str,
     ) -> str:
         expert_note = "".join(f"\n\nExpert: {self._first_sentences(e)}" for e in experts)
-        relevant = [p for p in passages if self.relevant(question, previous, p)]
+        offered = [p for p in passages if p.get(SUGGESTED)]
+        answering = [p for p in passages if not p.get(SUGGESTED)]
+        relevant = [p for p in answering if self.relevant(question, previous, p)]
         # retrieval order, pages in the asker's language first (manuals come in several)
         relevant.sort(key=lambda p: _page_language(p) not in (language, UNKNOWN_LANGUAGE))
         for passage in relevant:
@@ -250,7 +264,10 @@ class OfflineChatModel(BaseChatModel):
                 question, passage["text"], sentences=self.answer_sentences, max_steps=self.max_steps
             )
             if quoted:
-                return f"{quoted}\n\n{see_also(language, passage['title'])}{expert_note}"
+                return f"{quoted}\n\n{see_also(language, section_name(passage))}{expert_note}"
+        if offered and not experts:
+            pages = list(dict.fromkeys(str(p["title"]) for p in offered))[:OFFERED_PAGES]
+            return unsure_reply(language, pages)
         return not_found_reply(language, suggest=not experts) + expert_note
 
     def _first_sentences(self, text: str) -> str:

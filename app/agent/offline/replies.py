@@ -33,6 +33,20 @@ _NOTED = {
     "ru": "Запомнил: {fact}.",
 }
 _SEE_ALSO = {"en": "Details: “{page}”.", "de": "Mehr dazu: „{page}“.", "ru": "Подробнее: «{page}»."}
+# An unsure answer: the documentation has pages near the question, none that holds it.
+_UNSURE = {
+    "en": "I am not sure the documentation answers this. These pages may help: {pages}.",
+    "de": "Ich bin nicht sicher, ob die Dokumentation das beantwortet. Diese Seiten könnten "
+    "helfen: {pages}.",
+    "ru": "Не уверен, что в документации есть ответ на это. Возможно, помогут эти страницы: "
+    "{pages}.",
+}
+_QUOTES = {"en": "“{}”", "de": "„{}“", "ru": "«{}»"}
+_ASK_A_PERSON = {
+    "en": "If they do not, a person from the support team can help.",
+    "de": "Wenn nicht, hilft Ihnen eine Person aus dem Support-Team weiter.",
+    "ru": "Если нет, вам поможет сотрудник поддержки.",
+}
 
 
 def _in(templates: dict[str, str], language: str) -> str:
@@ -55,3 +69,11 @@ def noted_reply(language: str, fact: str) -> str:
 
 def see_also(language: str, page: str) -> str:
     return _in(_SEE_ALSO, language).format(page=page)
+
+
+def unsure_reply(language: str, pages: list[str]) -> str:
+    """The answer when pages came near the question but none holds it: say so, offer
+    them."""
+    quote = _in(_QUOTES, language)
+    listed = ", ".join(quote.format(page) for page in pages)
+    return f"{_in(_UNSURE, language).format(pages=listed)} {_in(_ASK_A_PERSON, language)}"

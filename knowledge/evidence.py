@@ -1,0 +1,108 @@
+"""Whether a passage holds what a question asks, beyond being near it.
+
+A dense similarity says a passage is about the question's topic; it does not say the
+passage answers it ("do you support payroll in Brazil?" comes near a page about users and
+roles; "how do I record a partial payment?" nearest to the page whose first section
+records a full one). When the question and the passage are in one language, the passage
+must contain the question's content words (of the sentences that ask, when it has
+context before them): each word stemmed with its language's Snowball
+stemmer (PyStemmer), stop words (bm25s's lists) left out, and at least `MIN_COVERAGE` of
+them found among the passage's stems (its title and heading included). A question in
+another language than the passage cannot be read so, and a similarity across languages
+ranks the right section first too rarely to quote it: such a passage is offered as
+possibly related, never quoted as the answer (a real model searches in the documentation's
+language, as the search tool asks it to).
+"""
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+import bm25s.stopwords as stopword_lists
+import Stemmer
+
+from knowledge.types import Passage
+
+# The share of a question's content words a passage in its language must contain. Chosen on
+# the GnuCash manuals' development questions (docs/decisions.md#calibration-per-collection).
+MIN_COVERAGE = 0.6
+# How far (in fused search score) a passage must lead the best passage of any other page
+# to be quoted as the answer: a near tie between pages is a guess. Chosen on the same
+# questions.
+LEAD = 0.01
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+|\n+")
+_LANGUAGES = {
+    "da": ("danish", "STOPWORDS_DANISH"),
+    "de": ("german", "STOPWORDS_GERMAN"),
+    "en": ("english", "STOPWORDS_EN_PLUS"),
+    "es": ("spanish", "STOPWORDS_SPANISH"),
+    "fr": ("french", "STOPWORDS_FRENCH"),
+    "it": ("italian", "STOPWORDS_ITALIAN"),
+    "nl": ("dutch", "STOPWORDS_DUTCH"),
+    "no": ("norwegian", "STOPWORDS_NORWEGIAN"),
+    "pt": ("portuguese", "STOPWORDS_PORTUGUESE"),
+    "ru": ("russian", "STOPWORDS_RUSSIAN"),
+    "sv": ("swedish", "STOPWORDS_SWEDISH"),
+    "tr": ("turkish", "STOPWORDS_TURKISH"),
+}
+
+
+@dataclass(frozen=True)
+class _Reader:
+    stemmer: "Stemmer.Stemmer | None"
+    stopwords: frozenset[str]
+
+    def stems(self, text: str) -> set[str]:
+        words = [w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in self.stopwords]
+        if self.stemmer is None:
+            return set(words)
+        return set(self.stemmer.stemWords(words))
+
+
+@cache
+def _reader(language: str) -> _Reader:
+    names = _LANGUAGES.get(language)
+    if names is None:
+        return _Reader(None, frozenset())
+    stemmer, stopwords = names
+    return _Reader(Stemmer.Stemmer(stemmer), frozenset(getattr(stopword_lists, stopwords)))
+
+
+def content_stems(text: str, language: str) -> set[str]:
+    """The text's content words, stemmed, in `language`."""
+    return _reader(language).stems(text)
+
+
+def coverage(question: str, passage: Passage, language: str) -> float:
+    """The share of the question's content words (in `language`, the passage's too) that
+    the passage contains; 1.0 for a question with none."""
+    asked = content_stems(question, language)
+    if not asked:
+        return 1.0
+    held = content_stems(f"{passage.title} {passage.heading} {passage.text}", language)
+    return len(asked & held) / len(asked)
+
+
+def asked_part(question: str, language: str) -> str:
+    """What a message asks: its sentences that end in a question mark, when they carry two
+    content words or more ("We bill in EUR. How do I create an invoice?"), else all of it
+    (the context before a question is not what the passage must hold)."""
+    part = " ".join(s for s in _SENTENCE_BREAK.split(question) if s.strip().endswith("?"))
+    return part if len(content_stems(part, language)) >= 2 else question
+
+
+def holds(question: str, question_language: str, passage: Passage, passage_language: str) -> bool:
+    """Whether the passage holds what the question asks, as far as words can tell (see the
+    module docstring); never known for a question in another language than the passage."""
+    if question_language != passage_language:
+        return False
+    asked = asked_part(question, question_language)
+    return coverage(asked, passage, question_language) >= MIN_COVERAGE
+
+
+def leads(passage: Passage, found: list[Passage]) -> bool:
+    """Whether `passage` is ahead of every passage of another page by `LEAD`."""
+    others = [p.score for p in found if p.source != passage.source]
+    return not others or passage.score - max(others) >= LEAD
