@@ -199,7 +199,7 @@ def _plain_markdown_converter() -> Any:
 
 
 def _load_html(raw: bytes) -> tuple[str, str, list[Section]]:
-    # Imported here: BeautifulSoup (with soupsieve) and markdownify take ~75 ms, which a
+    # Imported here: BeautifulSoup (with soupsieve) and markdownify take a while, which a
     # process that ingests no HTML (the service, which imports this module for its types)
     # does without.
     from bs4 import Tag
@@ -280,8 +280,8 @@ def _flatten_admonition(soup: "BeautifulSoup", admonition: "Tag") -> None:
 
 
 def _load_pdf(raw: bytes, stem: str) -> tuple[str, str, list[Section]]:
-    # Imported here: pypdf takes 0.2 s and ~9 MB, which a process that reads no PDF (the
-    # service, which imports this module for its types) does without.
+    # Imported here: pypdf takes time and memory to import, which a process that reads no
+    # PDF (the service, which imports this module for its types) does without.
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
