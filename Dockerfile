@@ -40,7 +40,8 @@ RUN set -eu; \
 RUN cd / && python -c "import app.api.main, app.db.migrate" && supportbot --help > /dev/null
 
 # The embedder's ONNX graph, built once here rather than at every new container's first
-# start (~10 s of CPU before the first turn); rebuilt in place if onnxruntime changes.
+# start, before its first turn (docs/benchmarks.md#cpu-per-turn-and-start-up); rebuilt in
+# place if onnxruntime changes.
 RUN cd / && python -c "from pathlib import Path; from knowledge.embeddings import get_embedder; \
     get_embedder('e5', Path('/opt/supportbot-cache')).dimension"
 

@@ -57,7 +57,8 @@ def serve(
         from app.api.starting import serve_while_loading, service_app
         from app.observability.logs import configure_logging
         from app.settings import get_settings
-        from knowledge.client import KnowledgeClient, StoreInUse
+        from knowledge import stores
+        from knowledge.client import StoreInUse
 
     settings = get_settings()
     if host is not None:
@@ -71,7 +72,7 @@ def serve(
         # Opened before uvicorn starts so that a store another process holds is one line, not
         # a failed start-up; the runtime shares its client (one per store and process), and
         # it is released after the server stops, before interpreter shutdown.
-        held = KnowledgeClient.acquire(settings.knowledge)
+        held = stores.acquire(settings.knowledge)
     except UnsafeExposure as refused:
         typer.echo(f"error: {refused}", err=True)
         raise typer.Exit(1) from None

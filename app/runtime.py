@@ -49,6 +49,7 @@ from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.settings import AUDIENCES, KnowledgeSettings, Settings
 from app.tokens import count_tokens
+from knowledge import stores
 from knowledge.client import KnowledgeClient
 from knowledge.relevance import RelevanceThresholds
 from knowledge.scope import DocumentationScope, documentation_scope
@@ -200,7 +201,7 @@ class Runtime:
         warn_if_pool_queues_chats(settings)
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
-        knowledge_client = KnowledgeClient.acquire(settings.knowledge)
+        knowledge_client = stores.acquire(settings.knowledge)
         knowledge = KnowledgeBase.over(knowledge_client, settings.knowledge)
         model = build_chat_model(settings.llm.model, settings.llm, client_retries=0)
         decider = decider_for(

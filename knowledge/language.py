@@ -10,7 +10,7 @@ from typing import Any
 
 # Below this probability the model's first guess on a word or two is noise ("ok", "hi",
 # "Moin" score 0.12–0.63); on the example messages (`supportbot eval decisions --folds 10`)
-# 99% of the languages come out right with it.
+# nearly every language comes out right with it.
 MIN_CONFIDENCE = 0.5
 _CANDIDATES = 5
 # How much likelier a language the users are expected to write in is than any other.

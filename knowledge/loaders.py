@@ -214,14 +214,14 @@ def _plain_markdown_converter() -> Any:
 
 
 def _load_html(raw: bytes) -> tuple[str, str, list[Section]]:
-    # Imported here: BeautifulSoup (with soupsieve) and markdownify take ~75 ms, which a
+    # Imported here: BeautifulSoup (with soupsieve) and markdownify take a while, which a
     # process that ingests no HTML (the service, which imports this module for its types)
     # does without.
-    from bs4 import BeautifulSoup, Tag
+    from bs4 import Tag
 
     if b"\x00" in raw[:4096]:
         raise LoadError("binary content in an HTML file")
-    soup = BeautifulSoup(raw, "lxml")
+    soup = _soup(raw)
     body = soup.body
     if body is None:
         raise LoadError("no <body> in the HTML")
@@ -249,6 +249,34 @@ def _load_html(raw: bytes) -> tuple[str, str, list[Section]]:
     return title, language, markdown_sections(markdown, parents)
 
 
+# XHTML (DocBook's XSL writes it) opens with an XML declaration; an HTML parser given it
+# warns that it is parsing XML, with the markup, into the terminal of whoever ingests it.
+_XML_DECLARATION = re.compile(rb"(?:\xef\xbb\xbf)?<\?xml\b[^>]*\?>")
+_DECLARED_ENCODING = re.compile(rb"""encoding\s*=\s*["']([A-Za-z0-9._:-]+)["']""")
+
+
+def _soup(raw: bytes) -> "BeautifulSoup":
+    """XHTML that is well-formed XML is read by the XML parser; anything else by the HTML
+    parser, XHTML that is not well-formed (an `&nbsp;`, a bare `<` in a script) without its
+    XML declaration, whose encoding is kept."""
+    from bs4 import BeautifulSoup
+    from lxml import etree
+
+    declaration = _XML_DECLARATION.match(raw)
+    if declaration is None:
+        return BeautifulSoup(raw, "lxml")
+    try:
+        etree.fromstring(raw)
+    except etree.XMLSyntaxError:
+        encoding = _DECLARED_ENCODING.search(declaration.group())
+        return BeautifulSoup(
+            raw[declaration.end() :],
+            "lxml",
+            from_encoding=encoding.group(1).decode("ascii") if encoding else None,
+        )
+    return BeautifulSoup(raw, "xml")
+
+
 def _flatten_admonition(soup: "BeautifulSoup", admonition: "Tag") -> None:
     """DocBook lays a note out as an icon table; keep it as a quoted 'Note: …'."""
     label = admonition.find("th")
@@ -267,8 +295,8 @@ def _flatten_admonition(soup: "BeautifulSoup", admonition: "Tag") -> None:
 
 
 def _load_pdf(raw: bytes, stem: str) -> tuple[str, str, list[Section]]:
-    # Imported here: pypdf takes 0.2 s and ~9 MB, which a process that reads no PDF (the
-    # service, which imports this module for its types) does without.
+    # Imported here: pypdf takes time and memory to import, which a process that reads no
+    # PDF (the service, which imports this module for its types) does without.
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from qdrant_client import models
 
+from knowledge import stores
 from knowledge.bench import percentile
 from knowledge.client import DENSE, SPARSE, KnowledgeClient, VectorQuery, Where
 from knowledge.edge import EdgeStore
@@ -125,7 +126,7 @@ def build(engine: str, points: int, data: Path, store_path: Path) -> dict[str, A
     """Upsert `points` points and build the index, in this process: times and peak RSS."""
     passages, queries = pickle.loads(data.read_bytes())
     dimension = len(queries[0])
-    store = KnowledgeClient.open_local(store_path, engine)
+    store = stores.open_local(store_path, engine)
     try:
         store.ensure_collection(_COLLECTION, dimension, "bench")
         started = time.perf_counter()
@@ -148,7 +149,7 @@ def build(engine: str, points: int, data: Path, store_path: Path) -> dict[str, A
 def serve(engine: str, data: Path, store_path: Path, language: str = "en") -> dict[str, Any]:
     """Open a built store and time the searches, in this process: latencies and peak RSS."""
     _, queries = pickle.loads(data.read_bytes())
-    store = KnowledgeClient.open_local(store_path, engine)
+    store = stores.open_local(store_path, engine)
     try:
         plain = _timed(store, queries, None)
         filtered = _timed(store, queries, language)

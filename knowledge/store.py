@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.settings import KnowledgeSettings
-from knowledge import sparse
+from knowledge import sparse, stores
 from knowledge.calibration.collection import (
     CollectionCalibration,
     calibrate_collection,
@@ -113,7 +113,7 @@ class KnowledgeBase:
         **options: Any,
     ) -> "KnowledgeBase":
         """A knowledge base with a store of its own on a local folder (`engine`: see
-        `KnowledgeClient.open_local`); `options` are `SearchOptions` fields and the
+        `stores.open_local`); `options` are `SearchOptions` fields and the
         chunking settings."""
         chunking = {
             name: options.pop(name)
@@ -121,7 +121,7 @@ class KnowledgeBase:
             if name in options
         }
         return cls(
-            KnowledgeClient.open_local(path, engine),
+            stores.open_local(path, engine),
             collection=collection,
             embedder=embedder,
             options=SearchOptions(**options),
@@ -154,7 +154,7 @@ class KnowledgeBase:
     def from_settings(cls, settings: KnowledgeSettings) -> "KnowledgeBase":
         """A knowledge base with these settings holding a use of the process's client for
         their location (opened on first use)."""
-        kb = cls.over(KnowledgeClient.acquire(settings), settings)
+        kb = cls.over(stores.acquire(settings), settings)
         kb._owns_client = True
         return kb
 

@@ -45,8 +45,8 @@ def build_chat_model(
         return OfflineChatModel()
     api_key = llm.api_key.get_secret_value() if llm.api_key else None
     if llm.base_url:
-        # Imported here: the OpenAI SDK's types take ~0.4 s to import, which a service on
-        # the offline model or another provider need not pay at start-up.
+        # Imported here: the OpenAI SDK's types are slow to import, which a service on the
+        # offline model or another provider need not pay at start-up.
         from langchain_openai import ChatOpenAI
 
         model = ChatOpenAI(
@@ -68,8 +68,8 @@ def build_chat_model(
 def warm_up_chat_model(model: BaseChatModel) -> None:
     """Read a reply and a streamed chunk as a call to an OpenAI-compatible endpoint would,
     without calling it (start-up does this before readiness): the SDK's response types
-    complete their pydantic schemas when the first reply is parsed, ~25 ms of CPU on the
-    first turn otherwise. Nothing for another model."""
+    complete their pydantic schemas when the first reply is parsed, which the first turn
+    would pay otherwise. Nothing for another model."""
     if not isinstance(getattr(model, "async_client", None), PlainJsonCompletions):
         return
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -126,7 +126,7 @@ class PlainJsonCompletions:
     LangChain already made, through the SDK's documented `post` for custom requests
     (auth, retries, timeouts and response parsing as usual). The SDK's own `create` first
     walks the whole body against its typed dicts, every message of the history on every
-    call: 12 ms of CPU per call at 80 messages on this machine, growing with the chat.
+    call, CPU that grows with the chat.
     `with_raw_response.create` (what LangChain calls when not streaming) is the same
     request asking for the raw response, as the SDK's own resources do."""
 

@@ -44,9 +44,9 @@ from knowledge.yaml_files import read_yaml
 
 EXAMPLES = Path(__file__).with_name("examples.yaml")
 # The model fitted on the examples and the default labelled messages, shipped beside them
-# (`supportbot eval fit-decider` writes it): embedding those ~6,000 messages takes minutes
-# of CPU on a 2-core machine, which a server's first start would otherwise spend before its
-# first turn.
+# (`supportbot eval fit-decider` writes it): embedding those thousands of messages takes
+# minutes of CPU, which a server's first start would otherwise spend before its first turn
+# (docs/benchmarks.md#cpu-per-turn-and-start-up).
 FITTED = Path(__file__).with_name("fitted.npz")
 log = logging.getLogger(__name__)
 QUESTION = "question"  # a question or problem report: the bot searches and answers
@@ -57,10 +57,8 @@ INTENTS = (QUESTION, PERSON, SMALLTALK, BOT)
 
 # The fit, chosen by 10-fold cross-validation on the examples (`supportbot eval decisions
 # --folds 10`): of scales 5/10/20 and penalties 0.001/0.01, 10 and 0.001 (the regression's
-# defaults) gave the best log-loss (0.10; accuracy 96.9%), i.e. the probabilities that mean
-# what they say. The person head was checked the same way: scale 10 and penalty 0.001 again
-# (log-loss 0.043 over the requests, questions and small talk; scales 5 and 20 gave 0.073
-# and 0.101).
+# defaults) gave the best log-loss, i.e. the probabilities that mean what they say. The
+# person head was checked the same way: scale 10 and penalty 0.001 again.
 
 # What a labelled message of `DecisionSettings.person_examples` weighs in the person head
 # against an example (1): the examples hold the look-alikes written to be hard (complaints,
@@ -70,10 +68,11 @@ PERSON_EXAMPLES_WEIGHT = 0.5
 # label, the copies of an example weighing together as much as it: the share of a copy's
 # words given a slip, and the first copy's seed (the next copies take the next seeds). A
 # change to the noise itself changes NOISE_VERSION. Compared by the same cross-validation,
-# on the held-out folds and on misspelled versions of them (docs/benchmarks.md): two copies
-# at 0.2 hand over 280 of 312 misspelled requests against 239 without copies, and 2 of 359
-# questions as before; one copy, or two at full weight, hand over a third question. Off by
-# default (`DecisionSettings.noisy_copies`): it moves messages that sat at a threshold.
+# on the held-out folds and on misspelled versions of them
+# (docs/benchmarks.md#misspelled-copies-of-the-examples): two copies at 0.2 hand over more
+# misspelled requests and no more questions; one copy, or two at full weight, hand over more
+# questions. Off by default (`DecisionSettings.noisy_copies`): it moves messages that sat at
+# a threshold.
 NOISE_RATE = 0.2
 NOISE_SEED = 0
 NOISE_VERSION = 1
@@ -201,7 +200,7 @@ def _digest(embedder: str, text: str) -> str:
 
 class IntentClassifier:
     """See the module docstring. Fitted on first use (`warm`); with `cache`, the examples'
-    vectors (3-4 s of CPU to embed, and as much again for each misspelled copy) are kept on
+    vectors (seconds of CPU to embed, and as much again for each misspelled copy) are kept on
     disk under their fingerprint. `noisy_copies`: misspelled copies of each example fitted
     with it (`DecisionSettings.noisy_copies`)."""
 
@@ -240,8 +239,7 @@ class IntentClassifier:
     @cached_property
     def person_examples(self) -> list[tuple[str, str]]:
         """The person head's labelled messages, (text, intent), read when first needed (the
-        fit, in the warm-up): ~0.1 s of YAML a server need not read before its port
-        answers."""
+        fit, in the warm-up): YAML a server need not read before its port answers."""
         return load_labelled_messages(self._person_example_files)
 
     def person_example_vectors(self) -> Vectors | None:

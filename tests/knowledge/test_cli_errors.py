@@ -21,9 +21,8 @@ from typer.testing import CliRunner, Result
 
 from app.cli import cli
 from app.settings import SOURCE_ROOT, get_settings
-from knowledge import bench
+from knowledge import bench, stores
 from knowledge import cli as knowledge_cli
-from knowledge.client import KnowledgeClient
 from tests.conftest import SAMPLE_KB
 
 SUPPORTBOT = Path(sys.executable).with_name("supportbot")
@@ -31,8 +30,8 @@ SUPPORTBOT = Path(sys.executable).with_name("supportbot")
 HOLD_STORE = (
     "import sys\n"
     "from pathlib import Path\n"
-    "from knowledge.client import KnowledgeClient\n"
-    "store = KnowledgeClient.open_local(Path(sys.argv[1]))\n"
+    "from knowledge.stores import open_local\n"
+    "store = open_local(Path(sys.argv[1]))\n"
     "print('holding', flush=True)\n"
     "sys.stdin.read()\n"
     "store.release()\n"
@@ -273,7 +272,7 @@ def test_a_collection_made_by_another_embedder(
     configure: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
-    other = KnowledgeClient.open_local(store)
+    other = stores.open_local(store)
     other.ensure_collection("kb", 3, "another embedder")
     other.release()
     configure.setenv("SUPPORTBOT_KNOWLEDGE__QDRANT_PATH", str(store))
@@ -296,7 +295,7 @@ def test_a_local_mode_store_found_at_start_up_says_how_to_move_it(
 ) -> None:
     store = local_mode_store(tmp_path / "store")
     configure.setenv("SUPPORTBOT_KNOWLEDGE__QDRANT_PATH", str(store))
-    held = KnowledgeClient.acquire(get_settings().knowledge)  # as `supportbot serve` does
+    held = stores.acquire(get_settings().knowledge)  # as `supportbot serve` does
     held.release()
     [record] = [r for r in caplog.records if r.name == "knowledge.client"]
     assert record.levelname == "WARNING"

@@ -9,7 +9,8 @@ import qdrant_edge as edge
 from typer.testing import CliRunner
 
 from app.cli import cli
-from knowledge.client import INDEXED_FIELDS, KnowledgeClient, StoreInUse
+from knowledge import stores
+from knowledge.client import INDEXED_FIELDS, StoreInUse
 from knowledge.edge import SHARDS, EdgeStore
 from knowledge.ingest import BUILDING_INDEX, CALIBRATING
 from knowledge.store import KnowledgeBase
@@ -67,13 +68,13 @@ def test_an_ingest_that_changed_passages_builds_the_index_and_says_so(tmp_path: 
 
 
 def test_a_second_process_cannot_open_the_folder_while_one_holds_it(tmp_path: Path) -> None:
-    held = KnowledgeClient.open_local(tmp_path / "store")
+    held = stores.open_local(tmp_path / "store")
     try:
         with pytest.raises(StoreInUse):
-            KnowledgeClient.open_local(tmp_path / "store")  # the lock is per open file
+            stores.open_local(tmp_path / "store")  # the lock is per open file
     finally:
         held.release()
-    KnowledgeClient.open_local(tmp_path / "store").release()  # free again once released
+    stores.open_local(tmp_path / "store").release()  # free again once released
 
 
 def test_kb_bench_scale_puts_both_embedded_stores_side_by_side(tmp_path: Path) -> None:

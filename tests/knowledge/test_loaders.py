@@ -7,7 +7,10 @@ import pytest
 from app.tokens import count_tokens
 from knowledge.chunking import chunk_document, truncate_to_tokens
 from knowledge.loaders import load_document
+from tests.conftest import FIXTURES
 from tests.knowledge.conftest import GNUCASH
+
+XHTML = FIXTURES / "xhtml"
 
 
 def test_docbook_page_drops_navigation_and_keeps_structure() -> None:
@@ -31,6 +34,40 @@ def test_docbook_table_becomes_a_markdown_table() -> None:
 def test_german_manual_is_tagged_german() -> None:
     document = load_document(GNUCASH / "gnucash-guide-de/bus-ar-invoices1.html", GNUCASH)
     assert document.language == "de"
+
+
+# An HTML parser given XHTML warns, markup and all, into the terminal of whoever ingests it.
+@pytest.mark.filterwarnings("error::bs4.XMLParsedAsHTMLWarning")
+def test_xhtml_page_is_read_without_a_parser_warning() -> None:
+    document = load_document(XHTML / "reconcile.html", XHTML)
+    assert (document.title, document.language) == ("Abgleichen", "de")
+    assert [section.path for section in document.sections] == [("Konten", "Abgleichen")]
+    text = document.sections[0].text
+    assert "Aktionen → Abgleichen…" in text
+    assert "- Haken Sie jede Buchung ab" in text
+    assert "> Die Differenz muss 0,00\xa0€ betragen." in text  # an admonition
+    assert "Zurück" not in text and "Weiter" not in text  # navigation header and footer
+
+
+@pytest.mark.filterwarnings("error::bs4.XMLParsedAsHTMLWarning")
+def test_xhtml_that_is_not_well_formed_is_read_as_html_in_its_declared_encoding(
+    tmp_path: Path,
+) -> None:
+    # Latin-2, which bs4 does not guess: read as anything else, "ż" and "ę" come out wrong
+    steps = "".join(
+        f"<li>Krok {number}: zaznacz każdą pozycję z wyciągu.</li>" for number in range(20)
+    )
+    page = tmp_path / "uzgadnianie.html"
+    markup = (
+        '<?xml version="1.0" encoding="iso-8859-2"?>\n'
+        '<html xmlns="http://www.w3.org/1999/xhtml" lang="pl"><head><title>Uzgadnianie</title>'
+        f"</head><body><p>Uzgadnianie&nbsp;konta z wyciągiem.</p><ul>{steps}</ul></body></html>"
+    )
+    page.write_bytes(markup.encode("iso-8859-2"))
+    document = load_document(page, tmp_path)
+    text = document.sections[0].text
+    assert text.startswith("Uzgadnianie\xa0konta z wyciągiem.\n\n- Krok 0: zaznacz każdą pozycję")
+    assert "- Krok 19:" in text
 
 
 def test_markdown_sections_nest_headings(tmp_path: Path) -> None:

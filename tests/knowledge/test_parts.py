@@ -10,7 +10,7 @@ import pytest
 from qdrant_client import QdrantClient
 
 from app.settings import KnowledgeSettings
-from knowledge.client import KnowledgeClient
+from knowledge import stores
 from knowledge.embeddings import get_embedder
 from knowledge.ingest import Ingester
 from knowledge.qdrant_server import QdrantClientStore
@@ -69,7 +69,7 @@ def test_qdrant_groups_only_on_a_server(tmp_path: Path) -> None:
 
 def test_ingest_and_stats_work_on_the_shared_client_that_search_uses(tmp_path: Path) -> None:
     folder = copy_pages(["gnucash-help-en/chang-lang.html"], tmp_path / "manuals")
-    knowledge = KnowledgeClient.open_local(tmp_path / "qdrant")
+    knowledge = stores.open_local(tmp_path / "qdrant")
     try:
         kb = KnowledgeBase(knowledge, collection="parts")
         query = "reverse a wrong transaction"
@@ -92,7 +92,7 @@ def test_ingest_and_stats_work_on_the_shared_client_that_search_uses(tmp_path: P
 
 def test_the_client_stays_open_until_its_last_holder_releases_it(tmp_path: Path) -> None:
     settings = KnowledgeSettings(qdrant_path=tmp_path / "qdrant")
-    held = KnowledgeClient.acquire(settings)
+    held = stores.acquire(settings)
     view = KnowledgeBase.over(held, settings)
     owner = KnowledgeBase.from_settings(settings)
     assert owner.knowledge is held
@@ -101,7 +101,7 @@ def test_the_client_stays_open_until_its_last_holder_releases_it(tmp_path: Path)
     assert view.ping()
     held.release()
     assert not view.ping()
-    again = KnowledgeClient.acquire(settings)  # a fresh client: the folder's lock was freed
+    again = stores.acquire(settings)  # a fresh client: the folder's lock was freed
     try:
         assert again is not held and again.ping()
     finally:
@@ -152,7 +152,7 @@ def test_a_passage_repeated_across_batches_is_embedded_once_and_stored_twice(
     copy_pages([page], folder / "b")
     monkeypatch.setattr("knowledge.ingest.EMBED_BATCH", 1)  # each file a batch of its own
     embedder = CountingEmbedder()
-    knowledge = KnowledgeClient.open_local(tmp_path / "qdrant")
+    knowledge = stores.open_local(tmp_path / "qdrant")
     try:
         report = Ingester(knowledge, embedder).ingest(folder, "twice")
         points = list(knowledge.scroll("twice", ["source", "chunk"]))

@@ -1,3 +1,3 @@
 """The expert subagent: isolated web research that brings back quotes with their URLs
 (`app.agent.expert.agent`). Nothing is imported here: a service without a search backend
-loads none of it (the page extraction alone takes ~0.2 s and ~7 MB)."""
+loads none of it (the page extraction alone is slow to import and holds memory)."""
