@@ -6,8 +6,10 @@ runs: `supportbot --help` loads Typer and the command modules only.
 
 import logging
 from functools import partial
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from app import conversations_cli
 from app.bench import cli as bench_cli
@@ -17,10 +19,35 @@ from bot import cli as telegram_cli
 from evals import cli as eval_cli
 from knowledge import cli as knowledge_cli
 
+
+class StartUpErrorsAsLines(TyperGroup):
+    """Every command's invalid settings and unreachable dependencies as one line each on
+    stderr and exit code 2 (app/start_up_errors.py); `--debug` keeps the traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # a command's own exit, already told
+        except Exception as error:
+            from app.start_up_errors import describe
+
+            lines = None if ctx.meta.get(DEBUG) else describe(error)
+            if lines is None:
+                raise
+            for line in lines:
+                typer.echo(f"error: {line}", err=True)
+            raise typer.Exit(2) from None
+
+
+DEBUG = "supportbot.debug"
 # Help and usage errors as click prints them, for every command: rich's boxes took 0.3–0.7 s
 # of imports and layout per `--help` on a 2-core machine.
 cli = typer.Typer(
-    help="Customer-support chatbot service.", no_args_is_help=True, rich_markup_mode=None
+    cls=StartUpErrorsAsLines,
+    help="Customer-support chatbot service.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 db_cli = typer.Typer(help="Database migrations.", no_args_is_help=True)
 usage_cli = typer.Typer(help="LLM usage, cached share and cost.", no_args_is_help=True)
@@ -41,6 +68,19 @@ cli.add_typer(
     insights_cli.app, name="insights", help="What the bot did not answer: knowledge gaps."
 )
 cli.add_typer(memory_cli.app, name="memory", help="What the bot remembers of people: forget.")
+
+
+@cli.callback()
+def options(
+    ctx: typer.Context,
+    debug: bool = typer.Option(
+        False, "--debug", help="a traceback, not one line, for a bad setting or dependency"
+    ),
+) -> None:
+    ctx.meta[DEBUG] = debug
+    if debug:  # the service's own records at DEBUG, start-up failures with their traceback
+        for name in ("app", "bot", "knowledge"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
 
 
 @cli.command()
@@ -101,8 +141,8 @@ def serve(
         )
     finally:
         held.release()
-    if not served:
-        raise typer.Exit(1)
+    if not served:  # logged: one line for a setting or a dependency, else a traceback
+        raise typer.Exit(2)
 
 
 @db_cli.command()
