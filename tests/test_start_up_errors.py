@@ -204,6 +204,16 @@ def test_a_database_never_migrated_says_what_to_run() -> None:
     assert "run `supportbot db upgrade`" in line and "SUPPORTBOT_DB__URL" in line, line
 
 
+def test_an_unreachable_telegram_bot_api_is_one_line() -> None:
+    env = {
+        "SUPPORTBOT_TELEGRAM__TOKEN": "123:abc",
+        "SUPPORTBOT_TELEGRAM__API_BASE_URL": f"http://127.0.0.1:{closed_port()}/bot",
+    }
+    line = one_error_line(runner.invoke(cli, ["telegram", "run"], env=env))
+    assert line.startswith("error: cannot reach the Telegram Bot API at http://127.0.0.1:"), line
+    assert "SUPPORTBOT_TELEGRAM__API_BASE_URL" in line and "abc" not in line
+
+
 @pytest.mark.parametrize("setting", ["model", "summary_model", "expert_model", "fallback_model"])
 def test_a_model_nothing_provides_names_its_setting(setting: str) -> None:
     llm = LLMSettings(**{setting: "no-such-model-family"})
