@@ -5,11 +5,13 @@ runs: `supportbot --help` loads Typer and the command modules only.
 """
 
 import logging
+import sys
 from functools import partial
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
+from typer.models import DefaultPlaceholder
 
 from app import conversations_cli
 from app.bench import cli as bench_cli
@@ -20,7 +22,52 @@ from evals import cli as eval_cli
 from knowledge import cli as knowledge_cli
 
 
-class StartUpErrorsAsLines(TyperGroup):
+class ReadableCommand(TyperCommand):
+    """Usage as click writes it: arguments by name in capitals (`PATH`, `[PATH]`), not
+    Typer's `{path}`."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                pieces.extend(param.get_usage_pieces(ctx))
+                continue
+            name = param.metavar or (param.name or "").upper()
+            name = name if param.required else f"[{name}]"
+            pieces.append(name if param.nargs == 1 else f"{name}...")
+        return pieces
+
+
+class ReadableGroup(TyperGroup):
+    """A group whose list of commands gives each one's first sentence, wrapped to the
+    terminal, never cut short with "..."."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [
+            (name, command.get_short_help_str(limit=sys.maxsize))
+            for name in self.list_commands(ctx)
+            if (command := self.get_command(ctx, name)) is not None and not command.hidden
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def with_readable_help(app: typer.Typer) -> typer.Typer:
+    """`app`'s commands and groups, and theirs, with the readable help above (the ones that
+    chose a class of their own keep it)."""
+    for command in app.registered_commands:
+        if command.cls in (None, TyperCommand):  # Typer's default
+            command.cls = ReadableCommand
+    for group in app.registered_groups:
+        if isinstance(group.cls, DefaultPlaceholder) or group.cls is None:
+            group.cls = ReadableGroup
+        assert group.typer_instance is not None
+        with_readable_help(group.typer_instance)
+    return app
+
+
+class StartUpErrorsAsLines(ReadableGroup):
     """Every command's invalid settings and unreachable dependencies as one line each on
     stderr and exit code 2 (app/start_up_errors.py); `--debug` keeps the traceback."""
 
@@ -228,6 +275,9 @@ def docs_config(
     from app.config_docs import run
 
     raise typer.Exit(run(check=check))
+
+
+with_readable_help(cli)
 
 
 def main() -> None:
