@@ -5,9 +5,13 @@ runs: `supportbot --help` loads Typer and the command modules only.
 """
 
 import logging
+import sys
 from functools import partial
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+from typer.models import DefaultPlaceholder
 
 from app import conversations_cli
 from app.bench import cli as bench_cli
@@ -17,10 +21,80 @@ from bot import cli as telegram_cli
 from evals import cli as eval_cli
 from knowledge import cli as knowledge_cli
 
+
+class ReadableCommand(TyperCommand):
+    """Usage as click writes it: arguments by name in capitals (`PATH`, `[PATH]`), not
+    Typer's `{path}`."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                pieces.extend(param.get_usage_pieces(ctx))
+                continue
+            name = param.metavar or (param.name or "").upper()
+            name = name if param.required else f"[{name}]"
+            pieces.append(name if param.nargs == 1 else f"{name}...")
+        return pieces
+
+
+class ReadableGroup(TyperGroup):
+    """A group whose list of commands gives each one's first sentence, wrapped to the
+    terminal, never cut short with "..."."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [
+            (name, command.get_short_help_str(limit=sys.maxsize))
+            for name in self.list_commands(ctx)
+            if (command := self.get_command(ctx, name)) is not None and not command.hidden
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def with_readable_help(app: typer.Typer) -> typer.Typer:
+    """`app`'s commands and groups, and theirs, with the readable help above (the ones that
+    chose a class of their own keep it)."""
+    for command in app.registered_commands:
+        if command.cls in (None, TyperCommand):  # Typer's default
+            command.cls = ReadableCommand
+    for group in app.registered_groups:
+        if isinstance(group.cls, DefaultPlaceholder) or group.cls is None:
+            group.cls = ReadableGroup
+        assert group.typer_instance is not None
+        with_readable_help(group.typer_instance)
+    return app
+
+
+class StartUpErrorsAsLines(ReadableGroup):
+    """Every command's invalid settings and unreachable dependencies as one line each on
+    stderr and exit code 2 (app/start_up_errors.py); `--debug` keeps the traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # a command's own exit, already told
+        except Exception as error:
+            from app.start_up_errors import describe
+
+            lines = None if ctx.meta.get(DEBUG) else describe(error)
+            if lines is None:
+                raise
+            for line in lines:
+                typer.echo(f"error: {line}", err=True)
+            raise typer.Exit(2) from None
+
+
+DEBUG = "supportbot.debug"
 # Help and usage errors as click prints them, for every command: rich's boxes took 0.3–0.7 s
 # of imports and layout per `--help` on a 2-core machine.
 cli = typer.Typer(
-    help="Customer-support chatbot service.", no_args_is_help=True, rich_markup_mode=None
+    cls=StartUpErrorsAsLines,
+    help="Customer-support chatbot service.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 db_cli = typer.Typer(help="Database migrations.", no_args_is_help=True)
 usage_cli = typer.Typer(help="LLM usage, cached share and cost.", no_args_is_help=True)
@@ -41,6 +115,19 @@ cli.add_typer(
     insights_cli.app, name="insights", help="What the bot did not answer: knowledge gaps."
 )
 cli.add_typer(memory_cli.app, name="memory", help="What the bot remembers of people: forget.")
+
+
+@cli.callback()
+def options(
+    ctx: typer.Context,
+    debug: bool = typer.Option(
+        False, "--debug", help="a traceback, not one line, for a bad setting or dependency"
+    ),
+) -> None:
+    ctx.meta[DEBUG] = debug
+    if debug:  # the service's own records at DEBUG, start-up failures with their traceback
+        for name in ("app", "bot", "knowledge"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
 
 
 @cli.command()
@@ -102,8 +189,8 @@ def serve(
         )
     finally:
         held.release()
-    if not served:
-        raise typer.Exit(1)
+    if not served:  # logged: one line for a setting or a dependency, else a traceback
+        raise typer.Exit(2)
 
 
 @db_cli.command()
@@ -189,6 +276,9 @@ def docs_config(
     from app.config_docs import run
 
     raise typer.Exit(run(check=check))
+
+
+with_readable_help(cli)
 
 
 def main() -> None:

@@ -42,7 +42,12 @@ in the working directory); lists and maps are JSON, e.g.
 be set on its own, e.g. `SUPPORTBOT_PROFILES__DEFINITIONS__CLIENT__SUMMARY__KEEP_EXCHANGES=6`.
 Every setting has a default, so the service runs with none. Relative paths resolve against
 `SUPPORTBOT_HOME`, never the working directory; `supportbot kb stats` shows the absolute
-store path. An invalid value is one `error: …` line and a non-zero exit.
+store path. An invalid value, and a database, Qdrant server or Telegram Bot API that
+cannot be reached, is one `error: …` line per problem naming the variable (or host:port) and
+exit code 2, for every command; `supportbot --debug <command>` shows the traceback instead.
+`supportbot serve` binds its port first: a problem found while its app starts is logged as
+one line (`the service could not start: …`) and it exits with 2; a database that is down
+when it starts is a one-line warning, and `/readyz` reports it until it is back.
 """
 
 

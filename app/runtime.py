@@ -48,9 +48,11 @@ from app.memory.idle import IdleWriter
 from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.settings import AUDIENCES, KnowledgeSettings, Settings
+from app.start_up_errors import InvalidSetting, one_line
 from app.tokens import count_tokens
 from knowledge import stores
 from knowledge.client import KnowledgeClient
+from knowledge.embeddings import embedder_name
 from knowledge.relevance import RelevanceThresholds
 from knowledge.scope import DocumentationScope, documentation_scope
 from knowledge.store import KnowledgeBase
@@ -199,6 +201,10 @@ class Runtime:
     @classmethod
     def from_settings(cls, settings: Settings) -> "Runtime":
         warn_if_pool_queues_chats(settings)
+        try:
+            embedder_name(settings.knowledge.embedder)  # a name nothing provides, before loading
+        except ValueError as unknown:
+            raise InvalidSetting("SUPPORTBOT_KNOWLEDGE__EMBEDDER", str(unknown)) from None
         engine = make_async_engine(settings.db)
         sessions = make_session_factory(engine)
         knowledge_client = stores.acquire(settings.knowledge)
@@ -247,7 +253,7 @@ class Runtime:
         try:
             await self.chat.close_orphaned_turns()
         except SQLAlchemyError as error:
-            log.warning("could not close turns left running: %s", error)
+            log.warning("could not close turns left running: %s", one_line(error))
         if self.settings.memory.idle_check_seconds:
             self._idle_checks = asyncio.create_task(self.idle.run())
         # On anyio's worker threads, as the HTTP server runs its own blocking work: its

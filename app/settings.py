@@ -20,14 +20,16 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import limits
+from limits.storage import SCHEMES
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from app.agent.memory.profiles import MemoryProfile, default_profiles
 from knowledge.relevance import RelevanceThresholds
@@ -46,6 +48,15 @@ def default_home() -> Path:
         return SOURCE_ROOT
     data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(data) / "supportbot"
+
+
+def web_address(url: str | None) -> str | None:
+    """`url` when it is an http(s) address with a host (a field validator's body)."""
+    if url:  # unset (None) or empty, as compose passes an unset variable
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not an http:// or https:// address with a host")
+    return url
 
 
 class DbSettings(BaseModel):
@@ -71,6 +82,15 @@ class DbSettings(BaseModel):
         description="seconds to wait for a free connection (on SQLite also for the write "
         "lock) before the request fails",
     )
+
+    @field_validator("url")
+    @classmethod
+    def _url_sqlalchemy_reads(cls, url: str) -> str:
+        try:
+            make_url(url).get_dialect()
+        except ArgumentError as unread:  # not a URL, or a database SQLAlchemy has no dialect for
+            raise ValueError(f"not a database URL SQLAlchemy reads: {unread}") from None
+        return url
 
     @model_validator(mode="after")
     def _room_for_turns(self) -> "DbSettings":
@@ -123,6 +143,8 @@ class LLMSettings(BaseModel):
     tool_max_retries: int = Field(
         1, ge=0, description="retries of a failing knowledge-base search or expert call"
     )
+
+    _http_addresses = field_validator("base_url")(web_address)
 
 
 class KnowledgeSettings(BaseModel):
@@ -220,6 +242,8 @@ class KnowledgeSettings(BaseModel):
         "published under; a citation then links to base URL + the rest of its source path",
     )
 
+    _http_addresses = field_validator("qdrant_url")(web_address)
+
     @property
     def configured_min_similarity(self) -> bool:
         """Whether `min_similarity` sets thresholds for the configured embedder."""
@@ -287,6 +311,8 @@ class LangfuseSettings(BaseModel):
     shutdown_timeout_seconds: float = Field(
         3.0, gt=0, description="how long shutdown waits for Langfuse to take what is left"
     )
+
+    _http_addresses = field_validator("base_url")(web_address)
 
     @property
     def enabled(self) -> bool:
@@ -397,6 +423,8 @@ class TelegramSettings(BaseModel):
         "messages are kept too (with their author) and reach the model as context with the "
         "next question (needs privacy mode off)",
     )
+
+    _http_addresses = field_validator("webhook_url", "api_base_url", "file_base_url")(web_address)
 
 
 # Conversation keys: what a URL path segment carries without escaping, as long as any
@@ -593,6 +621,13 @@ class ApiSettings(BaseModel):
             )
         return data
 
+    @field_validator("rate_limit_storage_url")
+    @classmethod
+    def _a_shared_storage(cls, url: str | None) -> str | None:
+        if url and (not url.startswith("async+") or urlsplit(url).scheme not in SCHEMES):
+            raise ValueError("not an async `limits` storage URI (e.g. async+redis://host:6379/0)")
+        return url
+
     @field_validator("conversation_rate", "caller_rate", "caller_token_budget")
     @classmethod
     def _a_rate(cls, value: str) -> str:
@@ -684,6 +719,8 @@ class ExpertSettings(BaseModel):
     allow_private_addresses: bool = Field(
         False, description="let fetch_page open loopback and private addresses (tests only)"
     )
+
+    _http_addresses = field_validator("searxng_url", "tavily_url")(web_address)
 
 
 class ProfilesSettings(BaseModel):
@@ -843,6 +880,8 @@ class HandoffSettings(BaseModel):
     transcript_base_url: str = Field(
         "", description="prefix of the transcript link on a card, e.g. https://support.example.com"
     )
+
+    _http_addresses = field_validator("transcript_base_url")(web_address)
 
     @field_validator("staff_telegram_users")
     @classmethod

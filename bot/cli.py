@@ -1,19 +1,19 @@
 """`supportbot telegram ...`: the bot with long polling."""
 
 import asyncio
-import logging
+from typing import TYPE_CHECKING
 
 import typer
 
+if TYPE_CHECKING:
+    from app.settings import Settings
+
 app = typer.Typer(help="The Telegram bot.", no_args_is_help=True)
-log = logging.getLogger(__name__)
 
 
 @app.command()
 def run() -> None:
     """Answer Telegram chats with long polling (settings: SUPPORTBOT_TELEGRAM__*)."""
-    from telegram.error import InvalidToken
-
     from app.observability.logs import configure_logging
     from app.runtime import Runtime
     from app.settings import get_settings
@@ -25,6 +25,9 @@ def run() -> None:
     if settings.telegram.mode == "webhook":
         # Polling would delete the webhook that the HTTP app registered.
         raise typer.BadParameter("mode is webhook: `supportbot serve` runs the bot")
+    # Asked before polling: a token the Bot API rejects, or a Bot API that cannot be reached,
+    # is one line (app/start_up_errors.py), not the polling loop's logged tracebacks.
+    asyncio.run(_bot_api_answers(settings))
     configure_logging(settings)
     runtime = Runtime.from_settings(settings)
 
@@ -48,8 +51,18 @@ def run() -> None:
         post_init=sweep,
         post_shutdown=close_runtime,
     )
-    try:
-        application.run_polling(allowed_updates=ALLOWED_UPDATES)
-    except InvalidToken:  # its message quotes the token
-        log.error("Telegram rejected the bot token: check SUPPORTBOT_TELEGRAM__TOKEN")
-        raise typer.Exit(1) from None
+    application.run_polling(allowed_updates=ALLOWED_UPDATES)
+
+
+async def _bot_api_answers(settings: "Settings") -> None:
+    """getMe with the configured token and Bot API."""
+    from telegram import Bot
+
+    assert settings.telegram.token is not None
+    bot = Bot(
+        settings.telegram.token.get_secret_value(),
+        base_url=settings.telegram.api_base_url,
+        base_file_url=settings.telegram.file_base_url,
+    )
+    async with bot:  # initialize: getMe
+        pass

@@ -27,8 +27,11 @@ from langgraph.runtime import Runtime
 
 from app.agent.offline import OfflineChatModel
 from app.settings import LLMSettings
+from app.start_up_errors import InvalidSetting
 
 OFFLINE = "offline"
+# The LLM settings that name a model (`build_chat_model`'s `name`)
+MODEL_SETTINGS = ("model", "summary_model", "expert_model", "fallback_model")
 OUT_OF_STEPS = (
     "I ran out of steps for this question before I could finish my answer. "
     "Please ask again, perhaps one part at a time."
@@ -62,7 +65,16 @@ def build_chat_model(
         model.async_client = PlainJsonCompletions(model.root_async_client, asynchronous=True)
         return model
     extra: dict[str, Any] = {"api_key": api_key} if api_key else {}
-    return init_chat_model(name, temperature=llm.temperature, timeout=llm.timeout_seconds, **extra)
+    try:
+        return init_chat_model(
+            name, temperature=llm.temperature, timeout=llm.timeout_seconds, **extra
+        )
+    except ValueError as unknown:  # no provider inferred from the name, or none installed
+        setting = next((field for field in MODEL_SETTINGS if getattr(llm, field) == name), None)
+        if setting is None:  # a name given in code (the evals), not a setting
+            raise
+        reason = str(unknown).splitlines()[0]
+        raise InvalidSetting(f"SUPPORTBOT_LLM__{setting.upper()}", reason) from unknown
 
 
 def warm_up_chat_model(model: BaseChatModel) -> None:

@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from app.api.markdown import answer_html
+from app.chat.outcome import TurnOutcome
 from app.chat.text import normalize_text
 from app.chat.types import Citation, TurnReply
 from app.db.models import Feedback, MemoryItem
@@ -158,6 +159,8 @@ class ReplyOut(BaseModel):
                         "output_tokens": 120,
                         "cost_usd": 0.0,
                     },
+                    "outcome": "answered",
+                    "handoff": None,
                 }
             ]
         }
@@ -170,6 +173,18 @@ class ReplyOut(BaseModel):
     html: str = Field(description="the answer as sanitized HTML, to show as it is")
     citations: list[CitationOut]
     usage: UsageOut
+    outcome: TurnOutcome = Field(
+        description="what the turn came to: `answered` from the documentation, `not_found` "
+        "(nothing relevant in it), `expert` (answered from web research), `handed_off` (a "
+        "person takes the conversation over; `text` says when), `quiet` (a person has the "
+        "conversation: the message is kept for them and `text` is empty), `bot_back` (the "
+        "bot answers again)"
+    )
+    handoff: Literal["open", "claimed"] | None = Field(
+        None,
+        description="set while a person has the conversation after this turn: `open` "
+        "(waiting for a staff member) or `claimed` (one has it); null when the bot has it",
+    )
 
     @classmethod
     def of(cls, reply: TurnReply, knowledge: KnowledgeSettings) -> "ReplyOut":
@@ -181,6 +196,8 @@ class ReplyOut(BaseModel):
             html=answer_html(reply.text),
             citations=[CitationOut.of(c, knowledge) for c in reply.citations],
             usage=UsageOut(**asdict(reply.usage)),
+            outcome=reply.outcome,
+            handoff=reply.handoff,
         )
 
 

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from app.start_up_errors import describe
+
 if TYPE_CHECKING:
     from app.settings import Settings
 
@@ -95,7 +97,11 @@ class LoadingApp:
             lifespan = _Lifespan(app, scope)
             await lifespan.start()
         except Exception as error:
-            log.exception("the service could not start")
+            lines = None if log.isEnabledFor(logging.DEBUG) else describe(error)
+            if lines is None:
+                log.exception("the service could not start")
+            for line in lines or ():  # a setting or a dependency: one line each
+                log.error("the service could not start: %s", line)
             if lifespan is not None:
                 await lifespan.abandon()
             self.failed = True

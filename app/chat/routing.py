@@ -42,6 +42,7 @@ class Taken:
     notice: str  # "" for none
     outcome: TurnOutcome
     follow_up: FollowUp | None = None
+    handoff: str | None = None  # `TurnReply.handoff`
 
 
 class TurnRouter(Protocol):

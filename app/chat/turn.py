@@ -260,7 +260,12 @@ class TurnRunner:
             return TurnError(conversation.key, turn.number, "failed", True, FAILED_KEPT), None
         self.count("ok", request.channel)
         reply = TurnReply(
-            conversation.key, turn.number, conversation.profile, taken.notice, outcome=taken.outcome
+            conversation.key,
+            turn.number,
+            conversation.profile,
+            taken.notice,
+            outcome=taken.outcome,
+            handoff=taken.handoff,
         )
         return TurnDone(reply), taken.follow_up
 

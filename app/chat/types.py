@@ -82,6 +82,9 @@ class TurnReply:
     citations: list[Citation] = field(default_factory=list)
     usage: UsageTotals = field(default_factory=UsageTotals)
     outcome: str | None = None  # what the turn came to (app/chat/outcome.py)
+    # While a person has the conversation after the turn: the handoff's state, `open`
+    # (waiting for staff) or `claimed` (a staff member has it); None when the bot has it.
+    handoff: str | None = None
 
 
 IMAGE_MARKER = " [image]"

@@ -6,12 +6,16 @@ from datetime import datetime
 
 _TAKEOVER = {
     "en": "I am handing this conversation to a person from our support team; {when}. "
-    "Until then I stay quiet here — write /ask before a question if you want my answer.",
+    "Until then I stay quiet here{ask}.",
     "de": "Ich übergebe dieses Gespräch an eine Person aus unserem Support-Team; {when}. "
-    "Bis dahin bin ich hier still – schreiben Sie /ask vor eine Frage, wenn Sie meine "
-    "Antwort möchten.",
-    "ru": "Я передаю этот разговор сотруднику поддержки; {when}. До тех пор я молчу — "
-    "напишите /ask перед вопросом, если нужен мой ответ.",
+    "Bis dahin bin ich hier still{ask}.",
+    "ru": "Я передаю этот разговор сотруднику поддержки; {when}. До тех пор я молчу{ask}.",
+}
+# Telegram's /ask command, named only where it exists.
+_ASK_IN_TELEGRAM = {
+    "en": " — write /ask before a question if you want my answer",
+    "de": " – schreiben Sie /ask vor eine Frage, wenn Sie meine Antwort möchten",
+    "ru": " — напишите /ask перед вопросом, если нужен мой ответ",
 }
 _SOON = {
     "en": "they will reply here shortly",
@@ -37,9 +41,10 @@ _RESUMED = {
 }
 
 
-def takeover_notice(language: str, next_shift: datetime | None) -> str:
+def takeover_notice(language: str, next_shift: datetime | None, channel: str) -> str:
     """`language`: the client's (ISO 639-1); `next_shift`: None while the office is
-    staffed, else when the next shift starts (in the office's time zone)."""
+    staffed, else when the next shift starts (in the office's time zone); `channel`: where
+    the notice goes (`telegram`, `api`, `widget`)."""
     language = language if language in _TAKEOVER else "en"
     if next_shift is None:
         when = _SOON[language]
@@ -48,7 +53,8 @@ def takeover_notice(language: str, next_shift: datetime | None) -> str:
             f"{_DAYS[language][next_shift.weekday()]} {next_shift:%H:%M} ({next_shift.tzname()})"
         )
         when = _LATER[language].format(start=start)
-    return _TAKEOVER[language].format(when=when)
+    ask = _ASK_IN_TELEGRAM[language] if channel == "telegram" else ""
+    return _TAKEOVER[language].format(when=when, ask=ask)
 
 
 _BOT_BACK = {

@@ -65,10 +65,10 @@ class Messenger(Protocol):
 @dataclass(frozen=True)
 class BotTurn:
     """The bot's route through a handed-over audience, as its first transaction read it:
-    whether a person has the chat (the turn was addressed with /ask), and the outcomes of
-    the bot's earlier answers since the last handoff, newest first."""
+    the state of the handoff when a person has the chat (the turn was addressed with /ask),
+    and the outcomes of the bot's earlier answers since the last handoff, newest first."""
 
-    during_handoff: bool
+    during_handoff: str | None  # `open` or `claimed`
     earlier_outcomes: list[str] = field(default_factory=list)
 
 
@@ -136,7 +136,7 @@ class HandoffService:
         active = await store.active_for_key(session, conversation.key)
         enabled = self.enabled(request.audience)
         if active is not None and self._addressed(request):
-            return Route("bot", BotTurn(during_handoff=True)) if enabled else BOT
+            return Route("bot", BotTurn(during_handoff=active.status)) if enabled else BOT
         if active is None and not enabled:
             return BOT
         decision = prepared
@@ -147,10 +147,10 @@ class HandoffService:
                 return Route("handed_off", decision)
             limit = self._settings.handoff.not_found_turns
             outcomes = await store.outcomes_since_resolved(session, conversation.id, limit)
-            return Route("bot", BotTurn(during_handoff=False, earlier_outcomes=outcomes))
+            return Route("bot", BotTurn(during_handoff=None, earlier_outcomes=outcomes))
         if active.status == "open" and self.decider.gives_bot_back(decision):
             return Route("bot_back", (decision, active))
-        return Route("quiet")
+        return Route("quiet", active)
 
     @staticmethod
     def _addressed(request: TurnRequest) -> bool:
@@ -172,14 +172,16 @@ class HandoffService:
                 self._how_sure(decision),
             )
             if opened is None:  # opened meanwhile by another turn
-                return Taken("", "handed_off")
-            notice = self._takeover_notice(decision.language)
-            return Taken(notice, "handed_off", partial(self._announce, opened, request.audience))
+                return Taken("", "handed_off", handoff="open")
+            notice = self._takeover_notice(decision.language, request.channel)
+            announce = partial(self._announce, opened, request.audience)
+            return Taken(notice, "handed_off", announce, handoff="open")
         if route.kind == "bot_back":
             decision, handoff = route.detail
             await self._give_back(held, handoff, request.author)
             return Taken(bot_back_notice(decision.language), "bot_back")
-        return Taken("", "quiet")
+        active: Handoff = route.detail
+        return Taken("", "quiet", handoff=active.status)
 
     @property
     def _model_decides(self) -> bool:
@@ -225,7 +227,7 @@ class HandoffService:
         conversation, turn = begun.conversation, begun.turn
         if bot_turn.during_handoff:  # answered on /ask
             self._tag(turn)
-            return reply, None
+            return replace(reply, handoff=bot_turn.during_handoff), None
         limit = self._settings.handoff.not_found_turns
         this_turn = [reply.outcome] if reply.outcome in BOT_ANSWERED else []
         outcomes = (this_turn + bot_turn.earlier_outcomes)[:limit]
@@ -239,11 +241,12 @@ class HandoffService:
         opened = await self._open(held, conversation, turn.number, reason, request.author, how_sure)
         if opened is None:
             return reply, None
-        notice = self._takeover_notice(self._language(request.text))
+        notice = self._takeover_notice(self._language(request.text), request.channel)
         await self._add_message(held, conversation, "assistant", None, notice)
         self._tag(turn)
         text = f"{reply.text}\n\n{notice}".strip()
-        return replace(reply, text=text), partial(self._announce, opened, request.audience)
+        announce = partial(self._announce, opened, request.audience)
+        return replace(reply, text=text, handoff="open"), announce
 
     async def after_feedback(self, conversation: Conversation) -> None:
         """Open a handoff once answers got `thumbs_down` 👎 (since the last handoff); the
@@ -270,7 +273,7 @@ class HandoffService:
             opened = await self._open(held, conversation, turn, "thumbs_down", None, how_sure)
             if opened is None:
                 return
-            notice = self._takeover_notice(self._language(said or ""))
+            notice = self._takeover_notice(self._language(said or ""), conversation.channel)
             await self._add_message(held, conversation, "assistant", None, notice)
         await self._announce(opened, conversation.audience)
         await self._notify(conversation.key, notice)
@@ -337,8 +340,9 @@ class HandoffService:
 
     # -- inside ----------------------------------------------------------------------------
 
-    def _takeover_notice(self, language: str) -> str:
-        return takeover_notice(language, next_shift_start(self._now(), self._settings.handoff))
+    def _takeover_notice(self, language: str, channel: str) -> str:
+        next_shift = next_shift_start(self._now(), self._settings.handoff)
+        return takeover_notice(language, next_shift, channel)
 
     def _language(self, said: str) -> str:
         return self.decider.language(said).language

@@ -125,6 +125,20 @@
     div.appendChild(sources);
   }
 
+  // While a person from support has the conversation (the reply's `handoff`), say so: a
+  // `quiet` turn has no text of its own.
+  var HANDOFF_NOTES = {
+    open: "Your message is kept for a person from support, who will reply here.",
+    claimed: "A person from support has this conversation and will reply here."
+  };
+
+  function addHandoff(div, handoff) {
+    if (!HANDOFF_NOTES[handoff]) return;
+    var note = element("p", "sb-handoff", HANDOFF_NOTES[handoff]);
+    note.setAttribute("role", "status");
+    div.appendChild(note);
+  }
+
   function addFeedback(div, key, turn, stored) {
     var bar = element("div", "sb-feedback");
     var status = element("span", "sb-status");
@@ -235,6 +249,7 @@
           finished = true;
           showAnswer(answer, data.html);
           addCitations(answer, data.citations);
+          addHandoff(answer, data.handoff);
           addFeedback(answer, key, data.turn, null);
           scrollToEnd();
         } else if (event === "error") { throw new Error(data.detail); }

@@ -1,5 +1,6 @@
 """/v1/handoffs over HTTP: who may use it, and the errors it answers (ErrorOut)."""
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,3 +69,62 @@ def test_claims_replies_and_resolves_answer_what_went_wrong(api: TestClient) -> 
     assert api.post(f"{path}/resolve", headers=ALICE).json()["resolved_by"] == "alice"
     assert api.post(f"{path}/resolve", headers=ALICE).status_code == 409
     assert api.get("/v1/handoffs", headers=ALICE).json() == []
+
+
+def sse_events(body: str) -> list[tuple[str, dict[str, object]]]:
+    events = []
+    for block in body.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+def test_every_reply_says_what_the_turn_came_to_and_who_has_the_conversation(
+    api: TestClient,
+) -> None:
+    """HTTP JSON and the stream's `done` event alike: the outcome, and the handoff's state
+    while a person has the conversation; an API caller is never told of Telegram's /ask."""
+    path = "/v1/conversations/api:shop:2/messages"
+
+    def turn(text: str, *, stream: bool = False) -> dict[str, object]:
+        body = {"audience": "client", "author": "Ann", "text": text}
+        if not stream:
+            reply = api.post(path, json=body, headers=CLIENT)
+            assert reply.status_code == 200, reply.text
+            return dict(reply.json())
+        streamed = api.post(f"{path}/stream", json=body, headers=CLIENT)
+        (done,) = [data for event, data in sse_events(streamed.text) if event == "done"]
+        return done
+
+    answered = turn("How do I create an invoice?")
+    assert (answered["outcome"], answered["handoff"]) == ("answered", None)
+
+    handed = turn("Can I talk to a human?", stream=True)
+    assert (handed["outcome"], handed["handoff"]) == ("handed_off", "open")
+    assert "support team" in str(handed["text"]) and "/ask" not in str(handed["text"])
+
+    quiet = turn("Hello? Anyone there?", stream=True)
+    assert (quiet["outcome"], quiet["handoff"], quiet["text"]) == ("quiet", "open", "")
+    (handoff,) = api.get("/v1/handoffs", headers=ALICE).json()
+    api.post(f"/v1/handoffs/{handoff['id']}/claim", headers=ALICE)
+    claimed = turn("Still there?")
+    assert (claimed["outcome"], claimed["handoff"]) == ("quiet", "claimed")
+    asked = turn("/ask where do I set the VAT rates?", stream=True)
+    assert (asked["outcome"], asked["handoff"]) == ("answered", "claimed")
+
+    api.post(f"/v1/handoffs/{handoff['id']}/resolve", headers=ALICE)
+    back = turn("How do I record a payment?")
+    assert (back["outcome"], back["handoff"]) == ("answered", None)
+
+
+def test_a_client_who_did_not_want_a_person_after_all_gets_the_bot_back(api: TestClient) -> None:
+    path = "/v1/conversations/api:shop:3/messages"
+    asked = {"audience": "client", "author": "Ann", "text": "Can I talk to a human?"}
+    assert api.post(path, json=asked, headers=CLIENT).json()["handoff"] == "open"
+    never_mind = {
+        "audience": "client",
+        "author": "Ann",
+        "text": "No no, I don't need a human, I just have a question",
+    }
+    back = api.post(path, json=never_mind, headers=CLIENT).json()
+    assert (back["outcome"], back["handoff"]) == ("bot_back", None), back

@@ -34,6 +34,7 @@ async def test_asked_for_a_person_staff_take_over_and_hand_back(
 
     assert len(model.calls) == calls_before  # the keyword rule answered, not the model
     assert "person from our support team" in notice.text and "shortly" in notice.text
+    assert (notice.outcome, notice.handoff) == ("handed_off", "open")
     (handoff,) = await handoffs.queue()
     assert (handoff.status, handoff.reason, handoff.requested_by) == ("open", "asked", "Ann")
     card = HandoffCard.from_json(handoff.card)
@@ -49,6 +50,7 @@ async def test_asked_for_a_person_staff_take_over_and_hand_back(
 
     quiet = await chat.handle_turn(said("Hello? Anyone there?"))
     assert quiet.text == "" and len(model.calls) == calls_before
+    assert (quiet.outcome, quiet.handoff) == ("quiet", "open")
 
     assert (await handoffs.claim(handoff.id, "alice")).status == "claimed"  # type: ignore[union-attr]
     with pytest.raises(HandoffConflict, match="claimed by alice"):
@@ -60,11 +62,12 @@ async def test_asked_for_a_person_staff_take_over_and_hand_back(
 
     asked = await chat.handle_turn(said("/ask where do I set the VAT rates?", ask=True))
     assert "Settings → Taxes" in asked.text  # /ask is answered during the handoff
+    assert (asked.outcome, asked.handoff) == ("answered", "claimed")
 
     resolved = await handoffs.resolve(handoff.id, "alice")
     assert resolved is not None and resolved.status == "resolved"
     answer = await chat.handle_turn(said("How do I record a payment?"))
-    assert "Record payment" in answer.text
+    assert "Record payment" in answer.text and answer.handoff is None
     seen = [m for m in model.calls[-1].messages if isinstance(m, AIMessage)]
     staff_lines = [m.text for m in seen if "(support team)" in m.text]
     assert staff_lines == [
@@ -89,8 +92,10 @@ async def test_two_answers_that_found_nothing_open_a_handoff(
 ) -> None:
     first = await chat.handle_turn(said("How do I export payroll?"))
     assert "could not find" in first.text and not await handoffs.queue()
+    assert (first.outcome, first.handoff) == ("not_found", None)
     second = await chat.handle_turn(said("Payroll for freelancers?"))
-    assert second.text.endswith("write /ask before a question if you want my answer.")
+    assert second.text.endswith("Until then I stay quiet here.")  # no /ask outside Telegram
+    assert (second.outcome, second.handoff) == ("not_found", "open")
     (handoff,) = await handoffs.queue()
     assert handoff.reason == "not_found"
     assert HandoffCard.from_json(handoff.card).open_question.startswith("Ann: ")
@@ -185,6 +190,7 @@ async def test_a_client_handed_over_by_mistake_gets_the_bot_back(
     back = await chat.handle_turn(said("No no, I don't need a human, I just have a question"))
 
     assert back.text == "All right, no person then: I am answering your questions again."
+    assert (back.outcome, back.handoff) == ("bot_back", None)
     assert not await handoffs.queue()
     closed = await handoffs.get(handoff.id)
     assert closed is not None and (closed.status, closed.resolved_by) == ("resolved", "client:Ann")
@@ -204,4 +210,5 @@ async def test_a_claimed_handoff_stays_with_the_person_whatever_the_client_says(
     quiet = await chat.handle_turn(said("No no, I don't need a human, I just have a question"))
 
     assert quiet.text == "" and len(model.calls) == calls_before
+    assert (quiet.outcome, quiet.handoff) == ("quiet", "claimed")
     assert [h.status for h in await handoffs.queue()] == ["claimed"]

@@ -27,12 +27,20 @@ def test_the_next_shift_starts_on_the_next_office_day(now: datetime, expected: s
 
 def test_the_notice_says_when_in_the_clients_language() -> None:
     start = next_shift_start(datetime(2026, 12, 4, 19, 30, tzinfo=UTC), BERLIN)
-    notice = takeover_notice("ru", start)
+    notice = takeover_notice("ru", start, "telegram")
     assert "следующая смена, в понедельник 09:00 (CET)" in notice
-    assert "shortly" in takeover_notice("en", None)
+    assert "shortly" in takeover_notice("en", None, "api")
 
 
 def test_a_language_without_wording_gets_the_english_notices() -> None:
-    assert takeover_notice("fr", None) == takeover_notice("en", None)
+    assert takeover_notice("fr", None, "api") == takeover_notice("en", None, "api")
     assert resumed_notice("es") == resumed_notice("en")
     assert resumed_notice("de") != resumed_notice("en")
+
+
+@pytest.mark.parametrize("language", ["en", "de", "ru"])
+def test_the_takeover_notice_names_ask_only_in_telegram(language: str) -> None:
+    assert "/ask" in takeover_notice(language, None, "telegram")
+    for channel in ("api", "widget"):
+        other = takeover_notice(language, None, channel)
+        assert "/ask" not in other and other.endswith("."), other
