@@ -92,8 +92,10 @@ def answering_passages(
 
 def _one_per_page(passages: list[Passage]) -> list[Passage]:
     """The best passage of each page, best first."""
-    seen: set[str] = set()
-    return [p for p in passages if not (p.source in seen or seen.add(p.source))]
+    best: dict[str, Passage] = {}
+    for passage in passages:
+        best.setdefault(passage.source, passage)
+    return list(best.values())
 
 
 def _language_of(passage: Passage, documentation_language: str) -> str:

@@ -16,9 +16,9 @@ BOT_ANSWERED: tuple[TurnOutcome, ...] = ("answered", "not_found", "expert")
 
 def outcome_of(new_messages: Sequence[BaseMessage]) -> TurnOutcome:
     """`handed_off` when the model called `request_human`; `expert` when web research
-    answered; `not_found` when the knowledge base was searched and no search returned a
-    relevant passage that holds what was asked (the search tool keeps only those; pages it
-offers as possibly related do not count); else `answered`."""
+        answered; `not_found` when the knowledge base was searched and no search returned a
+        relevant passage that holds what was asked (the search tool keeps only those; pages it
+    offers as possibly related do not count); else `answered`."""
     results = [m for m in new_messages if isinstance(m, ToolMessage) and m.status != "error"]
     if any(m.name == REQUEST_HUMAN for m in results):
         return "handed_off"
