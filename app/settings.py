@@ -562,14 +562,22 @@ class ApiSettings(BaseModel):
     caller_token_budget: str = Field(
         "2000000/day",
         description="model tokens (input and output) one caller's turns may spend, in "
-        "`limits` notation with tokens as the count; checked before each turn, so the turn "
-        "that spends it may go past it; then 429 with Retry-After",
+        "`limits` notation with tokens as the count; each turn reserves TURN_TOKEN_ESTIMATE "
+        "of it before it runs and what it spent replaces that after it, so the turn that "
+        "spends it may go past it; then 429 with Retry-After",
+    )
+    turn_token_estimate: int = Field(
+        16_000,
+        gt=0,
+        description="model tokens a turn reserves from its caller's budget until it ends "
+        "(about a turn of the client profile): concurrent turns start only on budget left "
+        "for each of them",
     )
     rate_limit_storage_url: str | None = Field(
         None,
         description="a `limits` async storage URI the replicas share, e.g. "
-        "`async+redis://redis:6379/0` (needs the `coredis` package); unset: counters in each "
-        "process's memory, so each replica counts on its own",
+        "`async+redis://user:password@redis:6379/1` (Redis or Valkey); unset: counters in "
+        "each process's memory, so each replica counts on its own",
     )
 
     @model_validator(mode="before")

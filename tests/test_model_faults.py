@@ -289,3 +289,22 @@ def test_retry_after_is_read_from_the_error_response(
     error = openai.RateLimitError("rate limited", response=response, body=None)
     assert retry_after_seconds(error) == seconds
     assert retry_after_seconds(ValueError("no response")) is None
+
+
+def test_a_failed_turn_gives_back_the_tokens_it_reserved(
+    settings: Settings, sample_index: Path, scripted: ScriptedLLM
+) -> None:
+    """Each turn reserves the whole budget: the next starts only if a failure gave it back."""
+    use_scripted(settings, scripted, max_retries=0)
+    settings.api.caller_token_budget = "1000/hour"
+    settings.api.turn_token_estimate = 1000
+    scripted.add(Fault.UNAVAILABLE, Fault.UNAVAILABLE)
+    with make_client(settings, sample_index) as client:
+        assert ask(client).status_code == 502
+        streamed = client.post(
+            "/v1/conversations/faults/messages/stream",
+            json={"audience": "client", "author": "Jo", "text": QUESTION},
+        )
+        assert [kind for kind, _ in events(streamed.text)] == ["error"]
+        assert ask(client).status_code == 200
+    assert turn_statuses(settings) == ["failed", "failed", "ok"]
