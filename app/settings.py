@@ -20,10 +20,12 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import limits
+from limits.aio.storage import MemoryStorage, RedisStorage
+from limits.storage import SCHEMES
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -527,6 +529,20 @@ class ApiKey(BaseModel):
         return value
 
 
+def shared_limits_storage(url: str) -> type[MemoryStorage] | type[RedisStorage]:
+    """The `limits` storage a URI names, if the rate limits can give its hits back (those
+    of a turn another limit refused): Redis or Valkey (async+memory:// counts in one
+    process)."""
+    scheme = urlsplit(url).scheme
+    kind = SCHEMES.get(scheme)
+    if not (isinstance(kind, type) and issubclass(kind, MemoryStorage | RedisStorage)):
+        raise ValueError(
+            f"{scheme}:// is not an async Redis or Valkey `limits` storage "
+            "(e.g. async+redis://user:password@redis:6379/1)"
+        )
+    return kind
+
+
 class ApiSettings(BaseModel):
     """Who may call `/v1` and how much (docs/api.md)."""
 
@@ -594,6 +610,13 @@ class ApiSettings(BaseModel):
     @classmethod
     def _a_rate(cls, value: str) -> str:
         limits.parse_many(value)  # raises ValueError on anything it cannot read
+        return value
+
+    @field_validator("rate_limit_storage_url")
+    @classmethod
+    def _a_shared_storage(cls, value: str | None) -> str | None:
+        if value is not None:
+            shared_limits_storage(value)
         return value
 
     @model_validator(mode="after")

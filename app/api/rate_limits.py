@@ -9,7 +9,6 @@ so that replicas count together."""
 import heapq
 import math
 import time
-import urllib.parse
 from collections import Counter as Counts
 from dataclasses import dataclass
 
@@ -17,12 +16,11 @@ from fastapi import HTTPException, status
 from limits import RateLimitItem, parse_many
 from limits.aio.storage import MemoryStorage, RedisStorage, SlidingWindowCounterSupport, Storage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
-from limits.storage import SCHEMES
 from limits.storage.base import TimestampedSlidingWindow
 from prometheus_client import Counter
 
 from app.observability.metrics import REGISTRY
-from app.settings import ApiSettings
+from app.settings import ApiSettings, shared_limits_storage
 
 REFUSED = Counter(
     "supportbot_rate_limited",
@@ -133,15 +131,8 @@ GivingBackStorage = CounterStorage | MemoryStorage | RedisStorage
 
 
 def shared_storage(url: str) -> MemoryStorage | RedisStorage:
-    """The `limits` storage a URI names, if it is one whose hits can be given back: Redis or
-    Valkey (async+memory:// counts within one process)."""
-    kind = SCHEMES.get(urllib.parse.urlparse(url).scheme)
-    if not (isinstance(kind, type) and issubclass(kind, MemoryStorage | RedisStorage)):
-        raise ValueError(
-            f"{url!r} is not an async Redis or Valkey `limits` storage "
-            "(e.g. async+redis://user:password@redis:6379/1)"
-        )
-    return kind(url)
+    """The storage SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL names."""
+    return shared_limits_storage(url)(url)
 
 
 async def give_back(storage: GivingBackStorage, key: str, expiry: int, amount: int) -> None:
