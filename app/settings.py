@@ -402,6 +402,10 @@ STAFF_NAME_CHARS = 64
 _STAFF_NAME = re.compile(r"[^\W_](?:[\w .@'+-]*[^\W_])?")
 
 
+# The shortest API key or staff token taken: a guessable one opens conversations.
+MIN_CREDENTIAL_CHARS = 16
+
+
 def widget_key_prefix(staff_name: str) -> str:
     """The start of a staff member's widget conversation keys. A name may hold what a key
     may not ("bob smith"): it is percent-encoded, with `+` for `%`."""
@@ -428,8 +432,8 @@ class WidgetSettings(BaseModel):
 
     staff_tokens: dict[str, SecretStr] = Field(
         default_factory=dict,
-        description="staff name -> bearer token of the widget and API; names are taken in "
-        "lower case",
+        description="staff name -> bearer token of the widget and API (at least 16 "
+        "characters); names are taken in lower case",
     )
     trusted_user_header: str | None = Field(
         None,
@@ -474,6 +478,12 @@ class WidgetSettings(BaseModel):
     @field_validator("staff_tokens")
     @classmethod
     def _staff_names(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name, token in value.items():
+            if len(token.get_secret_value()) < MIN_CREDENTIAL_CHARS:
+                raise ValueError(
+                    f"the staff token of {name!r} needs at least {MIN_CREDENTIAL_CHARS} "
+                    "characters (staff read every conversation)"
+                )
         named = {staff_name(name): token for name, token in value.items()}
         if len(named) < len(value):
             raise ValueError("two staff tokens are named alike (names are taken in lower case)")
@@ -510,8 +520,8 @@ class ApiKey(BaseModel):
     @field_validator("key")
     @classmethod
     def _long_enough(cls, value: SecretStr) -> SecretStr:
-        if len(value.get_secret_value()) < 16:
-            raise ValueError("an API key needs at least 16 characters")
+        if len(value.get_secret_value()) < MIN_CREDENTIAL_CHARS:
+            raise ValueError(f"an API key needs at least {MIN_CREDENTIAL_CHARS} characters")
         return value
 
     @field_validator("prefix")
