@@ -266,8 +266,8 @@ class LangfuseSettings(BaseModel):
     )
     release: str | None = Field(
         None,
-        description="Langfuse `release` of every trace; default: the package version and "
-        "the git revision when the code runs from a checkout",
+        description="Langfuse `release` of every trace; default: the installed package's "
+        "version (its metadata)",
     )
     max_attribute_chars: int = Field(
         8000, ge=200, description="longest input, output or metadata value a span carries"
