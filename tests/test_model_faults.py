@@ -81,6 +81,23 @@ def test_a_rate_limit_is_retried_after_the_wait_the_provider_asked_for(
     assert turn_statuses(settings) == ["ok"]
 
 
+def test_no_wait_follows_the_last_attempt(settings: Settings, sample_index: Path) -> None:
+    """A provider asking for 30 s after the last attempt: the fallback is tried at once,
+    well within a turn's 10 s, instead of after a wait no retry follows."""
+    server = ScriptedLLM([Fault.RATE_LIMIT], retry_after_seconds=30)
+    with server:
+        use_scripted(settings, server, max_retries=0, fallback_model="scripted-fallback")
+        settings.chat.turn_timeout_seconds = 10
+        with make_client(settings, sample_index) as client:
+            response = ask(client)
+    assert response.status_code == 200, response.text
+    assert [(r.body["model"], r.fault) for r in server.received][:2] == [
+        ("scripted", Fault.RATE_LIMIT),
+        ("scripted-fallback", None),
+    ]
+    assert turn_statuses(settings) == ["ok"]
+
+
 @pytest.mark.parametrize("fault", [Fault.TIMEOUT, Fault.DROP, Fault.MALFORMED, Fault.BAD_GATEWAY])
 def test_a_transient_fault_is_retried_and_answered(
     settings: Settings, sample_index: Path, scripted: ScriptedLLM, fault: Fault

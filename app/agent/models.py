@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import SimpleNamespace
@@ -174,26 +175,46 @@ def retry_after_seconds(error: BaseException) -> float | None:
     return None
 
 
+# The model request a provider answered with a Retry-After, and when it may be sent again:
+# the retry of that same request (ModelRetryMiddleware sends it again, in the same task)
+# waits until then; any other request (the fallback's, the next step's) does not.
+_HELD: ContextVar[tuple[ModelRequest[Any], float] | None] = ContextVar("held", default=None)
+
+
 class RetryAfterMiddleware(AgentMiddleware[Any, Any, Any]):
-    """Waits as long as the provider's Retry-After asks (at most `max_wait`) before the
-    failure reaches ModelRetryMiddleware, whose own backoff (LangChain 1.5.2) ignores it."""
+    """Holds the retry of a failed model call until the provider's Retry-After (at most
+    `max_wait`) has passed, which ModelRetryMiddleware's own backoff (LangChain 1.5.2)
+    ignores. The hold counts from the failure, so the backoff's wait is part of it (a retry
+    waits the longer of the two), and it is spent only before a retry: after the last
+    attempt nothing waits."""
 
     def __init__(self, max_wait: float) -> None:
         super().__init__()
         self.max_wait = max_wait
 
-    def _wait(self, error: Exception) -> float:
-        return min(retry_after_seconds(error) or 0.0, self.max_wait)
+    def _hold(self, request: ModelRequest[Any]) -> float:
+        """How long `request` must still wait: the rest of its Retry-After, when it is the
+        retry of a call that got one."""
+        held = _HELD.get()
+        if held is None or held[0] is not request:
+            return 0.0
+        _HELD.set(None)
+        return max(0.0, held[1] - time.monotonic())
+
+    def _failed(self, request: ModelRequest[Any], error: Exception) -> None:
+        if wait := min(retry_after_seconds(error) or 0.0, self.max_wait):
+            _HELD.set((request, time.monotonic() + wait))
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage:
+        time.sleep(self._hold(request))
         try:
             return handler(request)
         except Exception as error:
-            time.sleep(self._wait(error))
+            self._failed(request, error)
             raise
 
     async def awrap_model_call(
@@ -201,10 +222,11 @@ class RetryAfterMiddleware(AgentMiddleware[Any, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
+        await asyncio.sleep(self._hold(request))
         try:
             return await handler(request)
         except Exception as error:
-            await asyncio.sleep(self._wait(error))
+            self._failed(request, error)
             raise
 
 
