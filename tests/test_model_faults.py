@@ -15,6 +15,7 @@ from sqlalchemy import create_engine, select
 from app.agent.memory.profiles import MemoryProfile, SummaryPolicy
 from app.agent.models import OUT_OF_STEPS, retry_after_seconds
 from app.agent.offline import CANNOT_SEARCH
+from app.agent.offline.replies import NOT_FOUND, smalltalk_reply
 from app.agent.tools import ASK_EXPERT, KNOWLEDGE_TOOL, UNAVAILABLE
 from app.bench.scripted_llm import Fault, Reply, ScriptedLLM
 from app.db.engine import sync_url
@@ -96,6 +97,23 @@ def test_no_wait_follows_the_last_attempt(settings: Settings, sample_index: Path
         ("scripted-fallback", None),
     ]
     assert turn_statuses(settings) == ["ok"]
+
+
+def test_the_offline_fallback_reads_the_configured_decisions(
+    settings: Settings, sample_index: Path, scripted: ScriptedLLM
+) -> None:
+    """Small talk configured away (no message reads as it with certainty): the offline
+    fallback searches a greeting instead of greeting back, as the default settings would."""
+    use_scripted(settings, scripted, max_retries=0, fallback_model="offline")
+    settings.decisions = settings.decisions.model_copy(update={"smalltalk_confidence": 1.0})
+    scripted.add(*[Fault.SERVER_ERROR] * 3)  # the main model fails every step it is asked
+    with make_client(settings, sample_index) as client:
+        response = ask(client, "Hello!")
+    assert response.status_code == 200, response.text
+    assert {r.fault for r in scripted.received} == {Fault.SERVER_ERROR}
+    reply = response.json()
+    assert reply["text"] != smalltalk_reply("en")
+    assert reply["text"].startswith(NOT_FOUND) and reply["usage"]["llm_calls"] == 2  # searched
 
 
 @pytest.mark.parametrize("fault", [Fault.TIMEOUT, Fault.DROP, Fault.MALFORMED, Fault.BAD_GATEWAY])

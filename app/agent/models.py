@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from app.agent.offline import OfflineChatModel
+from app.decisions.decider import MessageDecider
 from app.settings import LLMSettings
 
 OFFLINE = "offline"
@@ -245,10 +246,21 @@ class StepLimitMiddleware(ModelCallLimitMiddleware[Any]):
         return update
 
 
-def model_fault_middleware(llm: LLMSettings) -> list[AgentMiddleware[Any, Any, Any]]:
+def with_decider(model: BaseChatModel, decider: MessageDecider | None) -> BaseChatModel:
+    """The offline model reading small talk and languages with the service's decider (the
+    configured DecisionSettings) instead of the default settings' one; another as it is."""
+    if decider is not None and isinstance(model, OfflineChatModel):
+        return model.model_copy(update={"decider": decider})
+    return model
+
+
+def model_fault_middleware(
+    llm: LLMSettings, decider: MessageDecider | None = None
+) -> list[AgentMiddleware[Any, Any, Any]]:
     """Fallback (when configured) around retries around the Retry-After wait, outermost
     first: each model, the fallback too, gets its retries; the fallback sees only a
-    failure that outlasted them (on_failure="error", so the failure is not an answer)."""
+    failure that outlasted them (on_failure="error", so the failure is not an answer).
+    `decider`: the service's, for an offline fallback."""
     retry = ModelRetryMiddleware(
         max_retries=llm.max_retries,
         on_failure="error",
@@ -258,5 +270,5 @@ def model_fault_middleware(llm: LLMSettings) -> list[AgentMiddleware[Any, Any, A
     wait = RetryAfterMiddleware(llm.retry_max_delay_seconds)
     if not llm.fallback_model:  # unset or empty (compose passes an empty variable)
         return [retry, wait]
-    fallback = ModelFallbackMiddleware(build_chat_model(llm.fallback_model, llm, client_retries=0))
-    return [fallback, retry, wait]
+    model = build_chat_model(llm.fallback_model, llm, client_retries=0)
+    return [ModelFallbackMiddleware(with_decider(model, decider)), retry, wait]
