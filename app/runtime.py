@@ -35,8 +35,8 @@ from app.agent.models import (
     build_chat_model,
     model_fault_middleware,
     warm_up_chat_model,
+    with_decider,
 )
-from app.agent.offline import OfflineChatModel
 from app.agent.tools import knowledge_search_tool, tool_retry_middleware
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
@@ -105,10 +105,12 @@ def agent_factory(
     expert_model: BaseChatModel | None = None,
     other_memory: Mapping[str, MemoryFactory] | None = None,
     scope: DocumentationScope | None = None,
+    decider: MessageDecider | None = None,
 ) -> Any:
     """One compiled agent per memory profile, built on first use; a profile named in
     `other_memory` gets that middleware instead of `MemoryMiddleware`; `scope`: what the
-    collection's documentation covers (knowledge/scope.py), for its search tool."""
+    collection's documentation covers (knowledge/scope.py), for its search tool;
+    `decider`: the service's, for an offline fallback model."""
     knowledge = settings.knowledge
     search = partial(
         knowledge_search_tool,
@@ -142,7 +144,7 @@ def agent_factory(
 
     # Shared by every profile: they hold settings only, no per-conversation state.
     step_limit = StepLimitMiddleware(settings.llm.max_agent_steps)
-    model_faults = model_fault_middleware(settings.llm)
+    model_faults = model_fault_middleware(settings.llm, decider)
     tool_retries = tool_retry_middleware(settings.llm)
 
     @cache
@@ -213,12 +215,11 @@ class Runtime:
         decider = decider_for(
             settings.knowledge.embedder, settings.decisions, settings.knowledge.model_cache_dir
         )
-        if isinstance(model, OfflineChatModel):  # small talk and languages: the same decider
-            model = model.model_copy(update={"decider": decider})
+        model = with_decider(model, decider)  # small talk and languages: the same decider
         tracer = Tracer.from_settings(settings)
         turns = TurnStore.for_engine(engine, settings.db)
         scope = documentation_scope(settings.knowledge, knowledge.embedder)
-        agents = agent_factory(settings, model, knowledge, scope=scope)
+        agents = agent_factory(settings, model, knowledge, scope=scope, decider=decider)
         chat = ChatService(
             settings,
             turns,

@@ -24,6 +24,7 @@ from urllib.parse import quote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import limits
+from limits.aio.storage import MemoryStorage, RedisStorage
 from limits.storage import SCHEMES
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -299,8 +300,8 @@ class LangfuseSettings(BaseModel):
     )
     release: str | None = Field(
         None,
-        description="Langfuse `release` of every trace; default: the package version and "
-        "the git revision when the code runs from a checkout",
+        description="Langfuse `release` of every trace; default: the installed package's "
+        "version (its metadata)",
     )
     max_attribute_chars: int = Field(
         8000, ge=200, description="longest input, output or metadata value a span carries"
@@ -439,6 +440,10 @@ STAFF_NAME_CHARS = 64
 _STAFF_NAME = re.compile(r"[^\W_](?:[\w .@'+-]*[^\W_])?")
 
 
+# The shortest API key or staff token taken: a guessable one opens conversations.
+MIN_CREDENTIAL_CHARS = 16
+
+
 def widget_key_prefix(staff_name: str) -> str:
     """The start of a staff member's widget conversation keys. A name may hold what a key
     may not ("bob smith"): it is percent-encoded, with `+` for `%`."""
@@ -465,8 +470,8 @@ class WidgetSettings(BaseModel):
 
     staff_tokens: dict[str, SecretStr] = Field(
         default_factory=dict,
-        description="staff name -> bearer token of the widget and API; names are taken in "
-        "lower case",
+        description="staff name -> bearer token of the widget and API (at least 16 "
+        "characters); names are taken in lower case",
     )
     trusted_user_header: str | None = Field(
         None,
@@ -511,6 +516,12 @@ class WidgetSettings(BaseModel):
     @field_validator("staff_tokens")
     @classmethod
     def _staff_names(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name, token in value.items():
+            if len(token.get_secret_value()) < MIN_CREDENTIAL_CHARS:
+                raise ValueError(
+                    f"the staff token of {name!r} needs at least {MIN_CREDENTIAL_CHARS} "
+                    "characters (staff read every conversation)"
+                )
         named = {staff_name(name): token for name, token in value.items()}
         if len(named) < len(value):
             raise ValueError("two staff tokens are named alike (names are taken in lower case)")
@@ -547,8 +558,8 @@ class ApiKey(BaseModel):
     @field_validator("key")
     @classmethod
     def _long_enough(cls, value: SecretStr) -> SecretStr:
-        if len(value.get_secret_value()) < 16:
-            raise ValueError("an API key needs at least 16 characters")
+        if len(value.get_secret_value()) < MIN_CREDENTIAL_CHARS:
+            raise ValueError(f"an API key needs at least {MIN_CREDENTIAL_CHARS} characters")
         return value
 
     @field_validator("prefix")
@@ -564,6 +575,20 @@ class ApiKey(BaseModel):
                 "Telegram bot and the staff widget write"
             )
         return value
+
+
+def shared_limits_storage(url: str) -> type[MemoryStorage] | type[RedisStorage]:
+    """The `limits` storage a URI names, if the rate limits can give its hits back (those
+    of a turn another limit refused): Redis or Valkey (async+memory:// counts in one
+    process)."""
+    scheme = urlsplit(url).scheme
+    kind = SCHEMES.get(scheme)
+    if not (isinstance(kind, type) and issubclass(kind, MemoryStorage | RedisStorage)):
+        raise ValueError(
+            f"{scheme}:// is not an async Redis or Valkey `limits` storage "
+            "(e.g. async+redis://user:password@redis:6379/1)"
+        )
+    return kind
 
 
 class ApiSettings(BaseModel):
@@ -601,14 +626,22 @@ class ApiSettings(BaseModel):
     caller_token_budget: str = Field(
         "2000000/day",
         description="model tokens (input and output) one caller's turns may spend, in "
-        "`limits` notation with tokens as the count; checked before each turn, so the turn "
-        "that spends it may go past it; then 429 with Retry-After",
+        "`limits` notation with tokens as the count; each turn reserves TURN_TOKEN_ESTIMATE "
+        "of it before it runs and what it spent replaces that after it, so the turn that "
+        "spends it may go past it; then 429 with Retry-After",
+    )
+    turn_token_estimate: int = Field(
+        16_000,
+        gt=0,
+        description="model tokens a turn reserves from its caller's budget until it ends "
+        "(about a turn of the client profile): concurrent turns start only on budget left "
+        "for each of them",
     )
     rate_limit_storage_url: str | None = Field(
         None,
         description="a `limits` async storage URI the replicas share, e.g. "
-        "`async+redis://redis:6379/0` (needs the `coredis` package); unset: counters in each "
-        "process's memory, so each replica counts on its own",
+        "`async+redis://user:password@redis:6379/1` (Redis or Valkey); unset: counters in "
+        "each process's memory, so each replica counts on its own",
     )
 
     @model_validator(mode="before")
@@ -621,17 +654,17 @@ class ApiSettings(BaseModel):
             )
         return data
 
-    @field_validator("rate_limit_storage_url")
-    @classmethod
-    def _a_shared_storage(cls, url: str | None) -> str | None:
-        if url and (not url.startswith("async+") or urlsplit(url).scheme not in SCHEMES):
-            raise ValueError("not an async `limits` storage URI (e.g. async+redis://host:6379/0)")
-        return url
-
     @field_validator("conversation_rate", "caller_rate", "caller_token_budget")
     @classmethod
     def _a_rate(cls, value: str) -> str:
         limits.parse_many(value)  # raises ValueError on anything it cannot read
+        return value
+
+    @field_validator("rate_limit_storage_url")
+    @classmethod
+    def _a_shared_storage(cls, value: str | None) -> str | None:
+        if value is not None:
+            shared_limits_storage(value)
         return value
 
     @model_validator(mode="after")

@@ -1,10 +1,14 @@
 """Shared fixtures. No test reaches beyond this machine: sockets to other hosts fail."""
 
 import ipaddress
+import secrets
+import shutil
 import socket
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,7 @@ from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.api.main import create_app
+from app.api.rate_limits import shared_storage
 from app.db import migrate
 from app.db.engine import make_async_engine
 from app.settings import DbSettings, KnowledgeSettings, Settings
@@ -161,3 +166,65 @@ def make_client(settings: Settings, sample_index: Path) -> TestClient:
 def client(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
     with make_client(settings, sample_index) as test_client:
         yield test_client
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _listens(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def redis_server(folder: Path, *arguments: str) -> Iterator[int]:
+    """Debian's redis-server on a free loopback port with these arguments, keeping nothing
+    on disk: its port. The test is skipped, with one line, when none can start."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("no redis-server to share the limits through: apt-get install redis-server")
+    port = _free_port()
+    log = folder / "redis.log"
+    command = [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder)]
+    command += ["--save", "", "--appendonly", "no", "--logfile", str(log), *arguments]
+    process = subprocess.Popen(command)
+    try:
+        deadline = time.monotonic() + 30
+        while not _listens(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                said = log.read_text().strip().splitlines() if log.exists() else []
+                pytest.skip(f"redis-server did not start: {said[-1] if said else 'no log'}")
+            time.sleep(0.05)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def redis_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis server for this test session, with a password: the rate limits' storage URI
+    naming its database 1."""
+    password = secrets.token_hex(16)
+    with redis_server(tmp_path_factory.mktemp("redis"), "--requirepass", password) as port:
+        yield f"async+redis://:{password}@127.0.0.1:{port}/1"
+
+
+@pytest.fixture
+async def redis_url(redis_server_url: str) -> str:
+    """The session's Redis, without the counters earlier tests left."""
+    await shared_storage(redis_server_url).reset()
+    return redis_server_url
+
+
+@pytest.fixture(params=["memory", "redis"])
+def rate_limit_storage_url(request: pytest.FixtureRequest) -> str | None:
+    """Where the rate limits count: each process's memory (no URI), or a shared Redis."""
+    if request.param == "memory":
+        return None
+    url: str = request.getfixturevalue("redis_url")
+    return url

@@ -184,6 +184,17 @@ def test_key_settings_that_would_leak_are_refused(keys: dict[str, object], messa
         ApiSettings.model_validate({"keys": keys})
 
 
+def test_a_short_staff_token_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Staff read every conversation: their tokens are as long as API keys at least."""
+    monkeypatch.setenv("SUPPORTBOT_WIDGET__STAFF_TOKENS", '{"alice": "alice-token"}')
+    with pytest.raises(ValidationError, match="staff token of 'alice' needs at least 16 char"):
+        Settings(_env_file=None)
+    monkeypatch.setenv("SUPPORTBOT_WIDGET__STAFF_TOKENS", '{"alice": "alice-token-0123"}')
+    assert Settings(_env_file=None).widget.staff_tokens["alice"].get_secret_value() == (
+        "alice-token-0123"
+    )
+
+
 def test_an_api_key_cannot_double_as_a_staff_token() -> None:
     with pytest.raises(ValidationError, match="also a staff token"):
         Settings.model_validate(

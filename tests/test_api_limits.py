@@ -2,7 +2,10 @@
 key charset, rate limits; every error an ErrorOut; timestamps with their time zone."""
 
 import json
+import time
+from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -306,3 +309,47 @@ def test_refused_input_counts_against_no_rate(limited: TestClient) -> None:
         limited.post("/v1/conversations/api:shop:a/messages", json=ask(), headers=SHOP).status_code
         == 200
     )
+
+
+def ten_turns_a_minute(settings: Settings, storage_url: str | None) -> Settings:
+    settings.api.caller_rate = "10/minute"
+    settings.api.keys = {"shop": ApiKey(key=SecretStr(SHOP_KEY), prefix="api:shop:")}
+    settings.api.rate_limit_storage_url = storage_url
+    return settings
+
+
+def fifty_turns_at_once(clients: list[TestClient]) -> Counter[int]:
+    """50 turns of one API key at once, each in a conversation of its own, spread over
+    the clients (app instances): how many got each status."""
+
+    def turn(n: int) -> int:
+        path = f"/v1/conversations/api:shop:{n}/messages"
+        client = clients[n % len(clients)]
+        return client.post(path, json=ask(author=f"A{n}"), headers=SHOP).status_code
+
+    # Windows in memory start on the clock's minutes: a burst across one would see the
+    # turns of the minute before weighed at less than a whole turn each.
+    if (left := 60 - time.time() % 60) < 10:
+        time.sleep(left)
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        return Counter(pool.map(turn, range(50)))
+
+
+def test_fifty_concurrent_turns_of_one_key_get_ten_answers(
+    settings: Settings, sample_index: Path, rate_limit_storage_url: str | None
+) -> None:
+    ten_turns_a_minute(settings, rate_limit_storage_url)
+    with make_client(settings, sample_index) as client:
+        assert fifty_turns_at_once([client]) == {200: 10, 429: 40}
+    assert len(user_messages(settings)) == 10
+
+
+def test_two_instances_sharing_redis_answer_ten_of_fifty_turns(
+    settings: Settings, sample_index: Path, redis_url: str, tmp_path: Path
+) -> None:
+    first = ten_turns_a_minute(settings, redis_url)
+    second = first.model_copy(deep=True)
+    second.db.url = f"sqlite:///{tmp_path / 'second.db'}"
+    with make_client(first, sample_index) as one, make_client(second, sample_index) as other:
+        assert fifty_turns_at_once([one, other]) == {200: 10, 429: 40}
+    assert len(user_messages(first)) + len(user_messages(second)) == 10

@@ -148,12 +148,13 @@ def test_names_are_taken_in_lower_case_like_the_keys(connect: Connect, settings:
 
 
 def test_staff_token_names_are_taken_in_lower_case() -> None:
-    widget = WidgetSettings.model_validate({"staff_tokens": {"Alice": "a-token"}})
+    token, other = "a-token-0123456789", "b-token-0123456789"
+    widget = WidgetSettings.model_validate({"staff_tokens": {"Alice": token}})
     assert list(widget.staff_tokens) == ["alice"]
     with pytest.raises(ValidationError, match="named alike"):
-        WidgetSettings.model_validate({"staff_tokens": {"Alice": "a", "alice": "b"}})
+        WidgetSettings.model_validate({"staff_tokens": {"Alice": token, "alice": other}})
     with pytest.raises(ValidationError, match="a staff name is"):
-        WidgetSettings.model_validate({"staff_tokens": {"alice, bob": "a"}})
+        WidgetSettings.model_validate({"staff_tokens": {"alice, bob": token}})
 
 
 async def _listed(sessions: async_sessionmaker[AsyncSession]) -> list[str]:

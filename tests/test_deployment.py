@@ -11,16 +11,21 @@ import os
 import re
 import sys
 import tomllib
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import coredis
 import pytest
 import yaml
+from fastapi import HTTPException
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from app.settings import Settings, environment_variables
+from app.api.rate_limits import TurnLimits
+from app.settings import ApiSettings, Settings, environment_variables
+from tests.conftest import redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -308,13 +313,17 @@ def test_searxng_answers_json() -> None:
     assert settings["use_default_settings"] is True
 
 
+def _with_secrets() -> dict[str, str]:
+    """.env.example's values, each REQUIRED secret (empty there) a hex string of its own."""
+    return {
+        name: value or f"{n:02x}" * 32 for n, (name, value) in enumerate(_env_example().items())
+    }
+
+
 def test_settings_load_from_the_compose_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Interpolate the app services' environment with .env.example's values (secrets filled
     in) and load Settings from it: blank optional values must not break validation."""
-    variables = {
-        name: value or "ab" * 32  # every REQUIRED secret is empty in .env.example
-        for name, value in _env_example().items()
-    }
+    variables = _with_secrets()
     for optional in (
         "SUPPORTBOT_LANGFUSE__PUBLIC_KEY",
         "SUPPORTBOT_LANGFUSE__SECRET_KEY",
@@ -337,7 +346,7 @@ def test_settings_load_from_the_compose_environment(monkeypatch: pytest.MonkeyPa
             monkeypatch.setenv(key, value)
         settings = Settings(_env_file=None)
         assert settings.db.url == (
-            f"postgresql://supportbot:{'ab' * 32}@postgres:5432/supportbot"
+            f"postgresql://supportbot:{variables['POSTGRES_PASSWORD']}@postgres:5432/supportbot"
         ), service
         assert settings.knowledge.qdrant_url == "http://qdrant:6333"
         assert settings.langfuse.base_url == "http://langfuse-web:3000"
@@ -347,6 +356,34 @@ def test_settings_load_from_the_compose_environment(monkeypatch: pytest.MonkeyPa
         assert settings.widget.staff_tokens == {}
         expected_mode = "polling" if service == "telegram-worker" else "webhook"
         assert settings.telegram.mode == expected_mode
+
+
+async def test_the_api_replicas_share_their_limits_through_redis(tmp_path: Path) -> None:
+    """The API counts in the stack's Redis as a user of its own (its own password, its own
+    keys, a database Langfuse does not use), and that user, on a server started with the
+    redis service's own arguments, takes and refuses turns."""
+    services, variables = _services(), _with_secrets()
+    api = _environment(services["api"])
+    url = urllib.parse.urlsplit(
+        _interpolate(api["SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL"], variables)
+    )
+    # Langfuse's REDIS_HOST/REDIS_PORT/REDIS_AUTH name no database: it uses 0.
+    assert (url.scheme, url.hostname, url.port, url.path) == ("async+redis", "redis", 6379, "/1")
+    assert url.username == "supportbot"
+    assert url.password == variables["SUPPORTBOT_REDIS_PASSWORD"] != variables["REDIS_AUTH"]
+    assert services["api"]["depends_on"]["redis"] == {"condition": "service_healthy"}
+
+    program, *arguments = [_interpolate(part, variables) for part in services["redis"]["command"]]
+    assert program == "redis-server"
+    with redis_server(tmp_path, *arguments) as port:
+        local = url._replace(netloc=f"{url.username}:{url.password}@127.0.0.1:{port}").geturl()
+        settings = ApiSettings(caller_rate="1/hour", rate_limit_storage_url=local)
+        limits = TurnLimits(settings, metrics_enabled=False)
+        await limits.take("api:a", "backend:shop")
+        with pytest.raises(HTTPException, match="too many turns for this caller"):
+            await limits.take("api:b", "backend:shop")
+        with pytest.raises(coredis.exceptions.AuthorizationError, match="no permissions"):
+            await coredis.Redis.from_url(local.removeprefix("async+")).get("bull:langfuse")
 
 
 def test_compose_refuses_to_start_without_secrets() -> None:

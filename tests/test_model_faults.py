@@ -15,6 +15,7 @@ from sqlalchemy import create_engine, select
 from app.agent.memory.profiles import MemoryProfile, SummaryPolicy
 from app.agent.models import OUT_OF_STEPS, retry_after_seconds
 from app.agent.offline import CANNOT_SEARCH
+from app.agent.offline.replies import NOT_FOUND, smalltalk_reply
 from app.agent.tools import ASK_EXPERT, KNOWLEDGE_TOOL, UNAVAILABLE
 from app.bench.scripted_llm import Fault, Reply, ScriptedLLM
 from app.db.engine import sync_url
@@ -79,6 +80,40 @@ def test_a_rate_limit_is_retried_after_the_wait_the_provider_asked_for(
     assert retry.body["messages"] == first.body["messages"]  # the same request, again
     assert retry.at - first.at >= 1.0  # Retry-After: 1, although the backoff is 0
     assert turn_statuses(settings) == ["ok"]
+
+
+def test_no_wait_follows_the_last_attempt(settings: Settings, sample_index: Path) -> None:
+    """A provider asking for 30 s after the last attempt: the fallback is tried at once,
+    well within a turn's 10 s, instead of after a wait no retry follows."""
+    server = ScriptedLLM([Fault.RATE_LIMIT], retry_after_seconds=30)
+    with server:
+        use_scripted(settings, server, max_retries=0, fallback_model="scripted-fallback")
+        settings.chat.turn_timeout_seconds = 10
+        with make_client(settings, sample_index) as client:
+            response = ask(client)
+    assert response.status_code == 200, response.text
+    assert [(r.body["model"], r.fault) for r in server.received][:2] == [
+        ("scripted", Fault.RATE_LIMIT),
+        ("scripted-fallback", None),
+    ]
+    assert turn_statuses(settings) == ["ok"]
+
+
+def test_the_offline_fallback_reads_the_configured_decisions(
+    settings: Settings, sample_index: Path, scripted: ScriptedLLM
+) -> None:
+    """Small talk configured away (no message reads as it with certainty): the offline
+    fallback searches a greeting instead of greeting back, as the default settings would."""
+    use_scripted(settings, scripted, max_retries=0, fallback_model="offline")
+    settings.decisions = settings.decisions.model_copy(update={"smalltalk_confidence": 1.0})
+    scripted.add(*[Fault.SERVER_ERROR] * 3)  # the main model fails every step it is asked
+    with make_client(settings, sample_index) as client:
+        response = ask(client, "Hello!")
+    assert response.status_code == 200, response.text
+    assert {r.fault for r in scripted.received} == {Fault.SERVER_ERROR}
+    reply = response.json()
+    assert reply["text"] != smalltalk_reply("en")
+    assert reply["text"].startswith(NOT_FOUND) and reply["usage"]["llm_calls"] == 2  # searched
 
 
 @pytest.mark.parametrize("fault", [Fault.TIMEOUT, Fault.DROP, Fault.MALFORMED, Fault.BAD_GATEWAY])
@@ -289,3 +324,22 @@ def test_retry_after_is_read_from_the_error_response(
     error = openai.RateLimitError("rate limited", response=response, body=None)
     assert retry_after_seconds(error) == seconds
     assert retry_after_seconds(ValueError("no response")) is None
+
+
+def test_a_failed_turn_gives_back_the_tokens_it_reserved(
+    settings: Settings, sample_index: Path, scripted: ScriptedLLM
+) -> None:
+    """Each turn reserves the whole budget: the next starts only if a failure gave it back."""
+    use_scripted(settings, scripted, max_retries=0)
+    settings.api.caller_token_budget = "1000/hour"
+    settings.api.turn_token_estimate = 1000
+    scripted.add(Fault.UNAVAILABLE, Fault.UNAVAILABLE)
+    with make_client(settings, sample_index) as client:
+        assert ask(client).status_code == 502
+        streamed = client.post(
+            "/v1/conversations/faults/messages/stream",
+            json={"audience": "client", "author": "Jo", "text": QUESTION},
+        )
+        assert [kind for kind, _ in events(streamed.text)] == ["error"]
+        assert ask(client).status_code == 200
+    assert turn_statuses(settings) == ["failed", "failed", "ok"]

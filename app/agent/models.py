@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import SimpleNamespace
@@ -26,6 +27,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from app.agent.offline import OfflineChatModel
+from app.decisions.decider import MessageDecider
 from app.settings import LLMSettings
 from app.start_up_errors import InvalidSetting
 
@@ -186,26 +188,46 @@ def retry_after_seconds(error: BaseException) -> float | None:
     return None
 
 
+# The model request a provider answered with a Retry-After, and when it may be sent again:
+# the retry of that same request (ModelRetryMiddleware sends it again, in the same task)
+# waits until then; any other request (the fallback's, the next step's) does not.
+_HELD: ContextVar[tuple[ModelRequest[Any], float] | None] = ContextVar("held", default=None)
+
+
 class RetryAfterMiddleware(AgentMiddleware[Any, Any, Any]):
-    """Waits as long as the provider's Retry-After asks (at most `max_wait`) before the
-    failure reaches ModelRetryMiddleware, whose own backoff (LangChain 1.5.2) ignores it."""
+    """Holds the retry of a failed model call until the provider's Retry-After (at most
+    `max_wait`) has passed, which ModelRetryMiddleware's own backoff (LangChain 1.5.2)
+    ignores. The hold counts from the failure, so the backoff's wait is part of it (a retry
+    waits the longer of the two), and it is spent only before a retry: after the last
+    attempt nothing waits."""
 
     def __init__(self, max_wait: float) -> None:
         super().__init__()
         self.max_wait = max_wait
 
-    def _wait(self, error: Exception) -> float:
-        return min(retry_after_seconds(error) or 0.0, self.max_wait)
+    def _hold(self, request: ModelRequest[Any]) -> float:
+        """How long `request` must still wait: the rest of its Retry-After, when it is the
+        retry of a call that got one."""
+        held = _HELD.get()
+        if held is None or held[0] is not request:
+            return 0.0
+        _HELD.set(None)
+        return max(0.0, held[1] - time.monotonic())
+
+    def _failed(self, request: ModelRequest[Any], error: Exception) -> None:
+        if wait := min(retry_after_seconds(error) or 0.0, self.max_wait):
+            _HELD.set((request, time.monotonic() + wait))
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage:
+        time.sleep(self._hold(request))
         try:
             return handler(request)
         except Exception as error:
-            time.sleep(self._wait(error))
+            self._failed(request, error)
             raise
 
     async def awrap_model_call(
@@ -213,10 +235,11 @@ class RetryAfterMiddleware(AgentMiddleware[Any, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
+        await asyncio.sleep(self._hold(request))
         try:
             return await handler(request)
         except Exception as error:
-            await asyncio.sleep(self._wait(error))
+            self._failed(request, error)
             raise
 
 
@@ -235,10 +258,21 @@ class StepLimitMiddleware(ModelCallLimitMiddleware[Any]):
         return update
 
 
-def model_fault_middleware(llm: LLMSettings) -> list[AgentMiddleware[Any, Any, Any]]:
+def with_decider(model: BaseChatModel, decider: MessageDecider | None) -> BaseChatModel:
+    """The offline model reading small talk and languages with the service's decider (the
+    configured DecisionSettings) instead of the default settings' one; another as it is."""
+    if decider is not None and isinstance(model, OfflineChatModel):
+        return model.model_copy(update={"decider": decider})
+    return model
+
+
+def model_fault_middleware(
+    llm: LLMSettings, decider: MessageDecider | None = None
+) -> list[AgentMiddleware[Any, Any, Any]]:
     """Fallback (when configured) around retries around the Retry-After wait, outermost
     first: each model, the fallback too, gets its retries; the fallback sees only a
-    failure that outlasted them (on_failure="error", so the failure is not an answer)."""
+    failure that outlasted them (on_failure="error", so the failure is not an answer).
+    `decider`: the service's, for an offline fallback."""
     retry = ModelRetryMiddleware(
         max_retries=llm.max_retries,
         on_failure="error",
@@ -248,5 +282,5 @@ def model_fault_middleware(llm: LLMSettings) -> list[AgentMiddleware[Any, Any, A
     wait = RetryAfterMiddleware(llm.retry_max_delay_seconds)
     if not llm.fallback_model:  # unset or empty (compose passes an empty variable)
         return [retry, wait]
-    fallback = ModelFallbackMiddleware(build_chat_model(llm.fallback_model, llm, client_retries=0))
-    return [fallback, retry, wait]
+    model = build_chat_model(llm.fallback_model, llm, client_retries=0)
+    return [ModelFallbackMiddleware(with_decider(model, decider)), retry, wait]

@@ -2,6 +2,7 @@
 answer. Who may touch which conversation: app/api/auth.py."""
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
@@ -11,7 +12,7 @@ from app.api.auth import Caller, CallerDep, StaffDep, get_caller
 from app.api.deps import ChatServiceDep, SettingsDep
 from app.api.errors import documented
 from app.api.markdown import answer_html
-from app.api.rate_limits import TurnLimits
+from app.api.rate_limits import Reservation, TurnLimits
 from app.api.schemas import (
     CitationOut,
     ConversationOut,
@@ -67,11 +68,20 @@ def memory_scope(caller: Caller, person: str | None) -> str | None:
     return None
 
 
-async def turn_request(
+@dataclass(frozen=True)
+class Turn:
+    """A checked turn and the tokens it holds of its caller's budget until it ends."""
+
+    request: TurnRequest
+    reservation: Reservation
+
+
+async def checked_turn(
     key: ConversationKey, body: MessageIn, caller: CallerDep, chat: ChatServiceDep, http: Request
-) -> TurnRequest:
+) -> AsyncIterator[Turn]:
     """The turn, checked (and counted against the rate limits) before anything is stored
-    or streamed."""
+    or streamed; once the response has ended, what the turn reserved and did not settle
+    (it failed, or its client left) is given back."""
     if refused := caller.may_write(key):
         raise HTTPException(status.HTTP_403_FORBIDDEN, refused)
     if body.audience == "staff" and not caller.is_staff:
@@ -85,8 +95,12 @@ async def turn_request(
         memory_scope=memory_scope(caller, body.person),
     )
     chat.validate(request)
-    await turn_limits(http).take(key, caller.rate_key)
-    return request
+    limits = turn_limits(http)
+    reservation = await limits.take(key, caller.rate_key)
+    try:
+        yield Turn(request, reservation)
+    finally:
+        await limits.release(reservation)
 
 
 def turn_limits(http: Request) -> TurnLimits:
@@ -94,13 +108,13 @@ def turn_limits(http: Request) -> TurnLimits:
     return limits
 
 
-async def spent(http: Request, caller: Caller, usage: UsageTotals) -> None:
-    await turn_limits(http).spend(
-        caller.rate_key, caller.kind, usage.input_tokens + usage.output_tokens
+async def spent(http: Request, caller: Caller, turn: Turn, usage: UsageTotals) -> None:
+    await turn_limits(http).settle(
+        turn.reservation, caller.kind, usage.input_tokens + usage.output_tokens
     )
 
 
-TurnRequestDep = Annotated[TurnRequest, Depends(turn_request)]
+TurnDep = Annotated[Turn, Depends(checked_turn)]
 
 
 @router.post(
@@ -109,7 +123,7 @@ TurnRequestDep = Annotated[TurnRequest, Depends(turn_request)]
     responses=documented(400, 401, 403, 413, 422, 429, 502),
 )
 async def post_message(
-    request: TurnRequestDep,
+    turn: TurnDep,
     chat: ChatServiceDep,
     settings: SettingsDep,
     caller: CallerDep,
@@ -117,15 +131,15 @@ async def post_message(
 ) -> ReplyOut:
     """Run one turn and return the answer with its citations and token usage. A turn that
     fails answers 502; its detail says whether the message was kept."""
-    reply = await chat.handle_turn(request)
-    await spent(http, caller, reply.usage)
+    reply = await chat.handle_turn(turn.request)
+    await spent(http, caller, turn, reply.usage)
     return ReplyOut.of(reply, settings.knowledge)
 
 
-async def started_turn(request: TurnRequestDep, chat: ChatServiceDep) -> AsyncIterator[TurnEvent]:
+async def started_turn(turn: TurnDep, chat: ChatServiceDep) -> AsyncIterator[TurnEvent]:
     """The turn's events from the first on: a refusal (the conversation's audience, say)
     is raised here, before the response starts, and answered 4xx."""
-    events = chat.stream_turn(request)
+    events = chat.stream_turn(turn.request)
     first = await anext(events)
 
     async def from_first() -> AsyncIterator[TurnEvent]:
@@ -143,6 +157,7 @@ async def started_turn(request: TurnRequestDep, chat: ChatServiceDep) -> AsyncIt
 )
 async def stream_message(
     events: Annotated[AsyncIterator[TurnEvent], Depends(started_turn)],
+    turn: TurnDep,
     settings: SettingsDep,
     caller: CallerDep,
     http: Request,
@@ -154,7 +169,7 @@ async def stream_message(
         if isinstance(event, TurnToken):
             yield ServerSentEvent(event="token", data={"text": event.text})
         elif isinstance(event, TurnDone):
-            await spent(http, caller, event.reply.usage)
+            await spent(http, caller, turn, event.reply.usage)
             reply = ReplyOut.of(event.reply, settings.knowledge)
             yield ServerSentEvent(event="done", data=reply.model_dump())
         elif isinstance(event, TurnError):

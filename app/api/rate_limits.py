@@ -3,24 +3,24 @@ a caller may spend (the `limits` library, sliding-window counters).
 
 A caller is its credential: an API key, a staff member, or, for an anonymous client, its
 address; never the `author` a body names. The counters live in this process's memory
-(`CounterStorage`), or in a shared `limits` storage (Redis, Memcached, MongoDB) named by
-SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL, so that replicas count together."""
+(`CounterStorage`), or in Redis (or Valkey) named by SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL,
+so that replicas count together."""
 
 import heapq
 import math
 import time
 from collections import Counter as Counts
+from dataclasses import dataclass
 
 from fastapi import HTTPException, status
 from limits import RateLimitItem, parse_many
-from limits.aio.storage import SlidingWindowCounterSupport, Storage
-from limits.aio.strategies import RateLimiter, SlidingWindowCounterRateLimiter
-from limits.storage import storage_from_string
+from limits.aio.storage import MemoryStorage, RedisStorage, SlidingWindowCounterSupport, Storage
+from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from limits.storage.base import TimestampedSlidingWindow
 from prometheus_client import Counter
 
 from app.observability.metrics import REGISTRY
-from app.settings import ApiSettings
+from app.settings import ApiSettings, shared_limits_storage
 
 REFUSED = Counter(
     "supportbot_rate_limited",
@@ -73,8 +73,9 @@ class CounterStorage(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
         return self._counts[key]
 
     async def decr(self, key: str, amount: int = 1) -> int:
-        self._counts[key] = max(self._counts[key] - amount, 0)
-        return self._counts[key]
+        if key in self._counts:  # an expired counter is not made again without its expiry
+            self._counts[key] = max(self._counts[key] - amount, 0)
+        return self._counts.get(key, 0)
 
     async def get(self, key: str) -> int:
         if self._expires.get(key, math.inf) <= time.time():
@@ -125,34 +126,61 @@ class CounterStorage(Storage, SlidingWindowCounterSupport, TimestampedSlidingWin
             await self.clear(window_key)
 
 
-def shared_storage(url: str) -> Storage:
-    """The `limits` storage a URI names, if it is an async one with sliding windows."""
-    storage = storage_from_string(url)
-    if not isinstance(storage, Storage) or not isinstance(storage, SlidingWindowCounterSupport):
-        raise ValueError(
-            f"{url!r} is not an async `limits` storage with sliding window counters "
-            "(e.g. async+redis://host:6379/0)"
-        )
-    return storage
+# The storages a hit can be given back to (see give_back).
+GivingBackStorage = CounterStorage | MemoryStorage | RedisStorage
+
+
+def shared_storage(url: str) -> MemoryStorage | RedisStorage:
+    """The storage SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL names."""
+    return shared_limits_storage(url)(url)
+
+
+async def give_back(storage: GivingBackStorage, key: str, expiry: int, amount: int) -> None:
+    """Take `amount` off the current window of a sliding-window counter: a hit of a turn
+    that was refused by a later limit, or tokens reserved beyond what a turn spent. A hit
+    whose window has ended since went to the previous window, which then keeps it (in
+    memory) or is given back in the current one (Redis)."""
+    if isinstance(storage, RedisStorage):
+        # limits' own name for the counter its hits go to; Redis keeps it past its window
+        # until the next hit shifts it to the previous one
+        await storage.incr(storage._current_window_key(key), 2 * expiry, -amount)
+    else:
+        _, current = storage.sliding_window_keys(key, expiry, time.time())
+        await storage.decr(current, amount)
+
+
+@dataclass
+class Reservation:
+    """What a turn holds of its caller's token budgets, from before it runs until it is
+    settled with what it spent."""
+
+    caller: str
+    tokens: list[tuple[RateLimitItem, int]]  # each budget window and the tokens it holds
+    settled: bool = False
 
 
 class TurnLimits:
-    """The turn rates of conversations and callers, and the callers' token budgets."""
+    """The turn rates of conversations and callers, and the callers' token budgets. Each
+    limit is one atomic hit (`limits`' acquire), so concurrent turns of one caller never
+    pass a window together; the hits a refused turn had taken are given back."""
 
     def __init__(
         self,
         settings: ApiSettings,
         metrics_enabled: bool = True,
-        limiter: RateLimiter | None = None,  # another strategy or storage, for app/bench
+        storage: GivingBackStorage | None = None,  # another storage, for app/bench
     ) -> None:
-        url = settings.rate_limit_storage_url
-        storage = shared_storage(url) if url else CounterStorage()
-        self._limiter = limiter or SlidingWindowCounterRateLimiter(storage)
+        if storage is None:
+            url = settings.rate_limit_storage_url
+            storage = shared_storage(url) if url else CounterStorage()
+        self._storage = storage
+        self._limiter = SlidingWindowCounterRateLimiter(self._storage)
         self._turns: dict[str, list[RateLimitItem]] = {
             "conversation": parse_many(settings.conversation_rate),
             "caller": parse_many(settings.caller_rate),
         }
         self._tokens = parse_many(settings.caller_token_budget)
+        self._estimate = settings.turn_token_estimate
         self._metrics = metrics_enabled
 
     def _refuse(self, scope: str, reset_time: float, why: str) -> HTTPException:
@@ -165,34 +193,60 @@ class TurnLimits:
             headers={"Retry-After": str(wait)},
         )
 
-    async def take(self, conversation_key: str, caller: str) -> None:
-        """Count one turn, or raise 429 with Retry-After when a turn window is full or the
-        caller's token budget is spent (then nothing is counted)."""
-        checks = [
-            (item, scope, identity)
+    async def _give_back(self, item: RateLimitItem, scope: str, identity: str, cost: int) -> None:
+        await give_back(self._storage, item.key_for(scope, identity), item.get_expiry(), cost)
+
+    async def take(self, conversation_key: str, caller: str) -> Reservation:
+        """Count one turn and reserve its estimated tokens, or raise 429 with Retry-After
+        when a turn window is full or the caller's token budget has no room for the
+        estimate (then nothing stays counted). A window smaller than the estimate is
+        reserved whole."""
+        wanted = [
+            (item, scope, identity, 1)
             for scope, identity in (("conversation", conversation_key), ("caller", caller))
             for item in self._turns[scope]
-        ]
-        for item, scope, identity in checks:
-            if not await self._limiter.test(item, scope, identity):
-                stats = await self._limiter.get_window_stats(item, scope, identity)
-                why = f"too many turns for this {scope} ({item})"
-                raise self._refuse(scope, stats.reset_time, why)
-        for item in self._tokens:
-            if not await self._limiter.test(item, "tokens", caller):
-                stats = await self._limiter.get_window_stats(item, "tokens", caller)
-                why = f"this caller's model token budget is spent ({item})"
-                raise self._refuse("tokens", stats.reset_time, why)
-        for item, scope, identity in checks:
-            await self._limiter.hit(item, scope, identity)
+        ] + [(item, "tokens", caller, min(self._estimate, item.amount)) for item in self._tokens]
+        taken: list[tuple[RateLimitItem, str, str, int]] = []
+        try:
+            for item, scope, identity, cost in wanted:
+                if not await self._limiter.hit(item, scope, identity, cost=cost):
+                    stats = await self._limiter.get_window_stats(item, scope, identity)
+                    why = (
+                        f"this caller's model token budget is spent ({item})"
+                        if scope == "tokens"
+                        else f"too many turns for this {scope} ({item})"
+                    )
+                    raise self._refuse(scope, stats.reset_time, why)
+                taken.append((item, scope, identity, cost))
+        except BaseException:  # refused, or the storage failed, or the request was cancelled
+            for item, scope, identity, cost in taken:
+                await self._give_back(item, scope, identity, cost)
+            raise
+        return Reservation(
+            caller, [(item, cost) for item, scope, _, cost in taken if scope == "tokens"]
+        )
 
-    async def spend(self, caller: str, kind: str, tokens: int) -> None:
-        """Count a finished turn's model tokens against the caller's budget. The budget is
-        checked before a turn, so the turn that spends it may go past it; the overshoot is
-        not carried over (the window then counts as full)."""
+    async def settle(self, reservation: Reservation, kind: str, tokens: int) -> None:
+        """Replace a finished turn's reserved tokens by the `tokens` it spent. A turn may
+        spend past its budget; the overshoot is not carried over (the window then counts as
+        full)."""
         if self._metrics:
             CALLER_TOKENS.labels(kind=kind).inc(tokens)
-        for item in self._tokens:
-            remaining = (await self._limiter.get_window_stats(item, "tokens", caller)).remaining
-            if min(tokens, remaining) > 0:
-                await self._limiter.hit(item, "tokens", caller, cost=min(tokens, remaining))
+        await self._replace(reservation, tokens)
+
+    async def release(self, reservation: Reservation) -> None:
+        """Give back what a turn reserved and did not settle: it failed, was refused, or its
+        client left before its end (such a turn is not counted)."""
+        await self._replace(reservation, 0)
+
+    async def _replace(self, reservation: Reservation, tokens: int) -> None:
+        if reservation.settled:
+            return
+        reservation.settled = True
+        for item, held in reservation.tokens:
+            if tokens < held:
+                await self._give_back(item, "tokens", reservation.caller, held - tokens)
+            elif tokens > held:
+                stats = await self._limiter.get_window_stats(item, "tokens", reservation.caller)
+                if (more := min(tokens - held, stats.remaining)) > 0:
+                    await self._limiter.hit(item, "tokens", reservation.caller, cost=more)

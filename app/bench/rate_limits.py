@@ -1,13 +1,11 @@
 """What the HTTP rate limits cost per request as the number of active callers and
-conversations grows: `limits`' in-memory storage with moving windows (the service's
-limiter until the per-credential limits), the same storage with sliding-window counters,
-and the service's own CounterStorage (app/api/rate_limits.py).
+conversations grows: sliding-window counters in `limits`' in-memory storage and in the
+service's own CounterStorage (app/api/rate_limits.py).
 
 Each active key is a caller with a conversation of its own that took one turn; each
-measured request is the next turn of one of them, picked at random, with whatever
-background work the storage schedules (its expiry pass) run to the end. Cost is the
-process's CPU time, worker threads included (the moving-window expiry pass hops to a
-thread per key).
+measured request is the next turn of one of them, picked at random (its limits taken, its
+tokens reserved and settled), with whatever background work the storage schedules (its
+expiry pass) run to the end. Cost is the process's CPU time, worker threads included.
 
     .venv/bin/python -m app.bench.rate_limits [--keys 10 --keys 1000 ...]
 """
@@ -20,25 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from limits.aio.storage import MemoryStorage
-from limits.aio.strategies import (
-    MovingWindowRateLimiter,
-    RateLimiter,
-    SlidingWindowCounterRateLimiter,
-)
 
-from app.api.rate_limits import CounterStorage, TurnLimits
+from app.api.rate_limits import CounterStorage, GivingBackStorage, TurnLimits
 from app.settings import ApiSettings
 
-LIMITERS: dict[str, Callable[[], RateLimiter]] = {
-    "moving window, limits' MemoryStorage (before)": lambda: MovingWindowRateLimiter(
-        MemoryStorage()
-    ),
-    "sliding window counter, limits' MemoryStorage": lambda: SlidingWindowCounterRateLimiter(
-        MemoryStorage()
-    ),
-    "sliding window counter, CounterStorage (now)": lambda: SlidingWindowCounterRateLimiter(
-        CounterStorage()
-    ),
+STORAGES: dict[str, Callable[[], GivingBackStorage]] = {
+    "sliding window counter, limits' MemoryStorage": MemoryStorage,
+    "sliding window counter, CounterStorage (now)": CounterStorage,
 }
 # Windows no benchmark request reaches: every measured request is let through and counted.
 ROOMY = ApiSettings(
@@ -64,7 +50,7 @@ async def _background_done() -> None:
 
 
 async def _measure(name: str, keys: int, requests: int, seed: int) -> Row:
-    limits = TurnLimits(ROOMY, metrics_enabled=False, limiter=LIMITERS[name]())
+    limits = TurnLimits(ROOMY, metrics_enabled=False, storage=STORAGES[name]())
     for n in range(keys):  # no await yields here: any expiry pass starts once, below
         await limits.take(f"conversation:{n}", f"backend:caller{n}")
     await _background_done()
@@ -72,8 +58,8 @@ async def _measure(name: str, keys: int, requests: int, seed: int) -> Row:
     started = time.process_time()
     for _ in range(requests):
         n = randomness.randrange(keys)
-        await limits.take(f"conversation:{n}", f"backend:caller{n}")
-        await limits.spend(f"backend:caller{n}", "backend", 1_000)
+        reservation = await limits.take(f"conversation:{n}", f"backend:caller{n}")
+        await limits.settle(reservation, "backend", 1_000)
         await _background_done()
     elapsed = time.process_time() - started
     return Row(name, keys, requests, elapsed / requests * 1e6)
@@ -87,20 +73,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, action="append", help="active keys (repeatable)")
     parser.add_argument("--requests", type=int, default=2_000, help="measured per row")
-    parser.add_argument(
-        "--slow-requests",
-        type=int,
-        default=5,
-        help="measured per row for the moving window (its pass takes seconds at 10,000 keys)",
-    )
     arguments = parser.parse_args()
     counts = arguments.keys or [10, 1_000, 10_000]
     print(f"{'limiter':<48}" + "".join(f"{f'{n:,} keys':>14}" for n in counts))
-    for name in LIMITERS:
-        requests = arguments.slow_requests if "moving" in name else arguments.requests
-        rows = [measure(name, n, requests) for n in counts]
+    for name in STORAGES:
+        rows = [measure(name, n, arguments.requests) for n in counts]
         print(f"{name:<48}" + "".join(f"{row.microseconds_per_request:>11,.0f} µs" for row in rows))
-    print("CPU time per request (take + spend), process-wide, worker threads included")
+    print("CPU time per request (take + settle), process-wide, worker threads included")
 
 
 if __name__ == "__main__":

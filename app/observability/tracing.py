@@ -16,13 +16,11 @@ waits a bounded time (`shutdown_timeout_seconds`) for it.
 
 import base64
 import logging
-import subprocess
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -52,23 +50,12 @@ SERVICE_NAME = "supportbot"
 
 
 def release() -> str:
-    """The package version, with the git revision when running from a checkout."""
+    """The installed package's version, from its metadata (never the revision of whatever
+    repository the service happens to run in)."""
     try:
-        package = version(SERVICE_NAME)
-    except PackageNotFoundError:
-        package = "unknown"
-    try:
-        revision = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=2,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        revision = ""
-    return f"{package}+{revision}" if revision else package
+        return version(SERVICE_NAME)
+    except PackageNotFoundError:  # imported from a folder that was never installed
+        return "unknown"
 
 
 def feedback_score_id(trace_id: str, feedback_id: int) -> str:
