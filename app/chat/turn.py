@@ -414,11 +414,10 @@ class TurnRunner:
                 await self._people.write(
                     session,
                     scope,
-                    begun.conversation.key,
-                    request.author,
+                    begun.conversation,
                     (request.text, message_id),
                     memory.summary if memory else None,
-                    memory.dropped if memory else (),
+                    {i: begun.stored_ids(i) for i in memory.dropped} if memory else None,
                 )
         except Exception as error:
             log.warning(

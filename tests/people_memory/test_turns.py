@@ -15,7 +15,7 @@ from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.chat.types import TurnRequest
 from app.db import queries
-from app.db.models import Conversation, LLMCall, MemoryItem, Summary
+from app.db.models import Conversation, LLMCall, MemoryItem, Message, Summary
 from app.memory import store
 from app.memory.scope import api_scope, telegram_scope, widget_scope
 from app.memory.store import BLOCK_HEADING, FORGOTTEN
@@ -96,33 +96,59 @@ async def test_memory_stays_in_its_tenant_chat_and_staff_member(
         assert system_blocks(model.calls[0].messages[0]) == [settings.chat.system_prompt], stranger
 
 
+async def said_ids(sessions: async_sessionmaker[AsyncSession], key: str) -> list[int]:
+    """The ids of the conversation's user messages, in order."""
+    async with sessions() as session:
+        return list(
+            await session.scalars(
+                select(Message.id)
+                .join(Conversation, Conversation.id == Message.conversation_id)
+                .where(Conversation.key == key, Message.role == "user")
+                .order_by(Message.seq)
+            )
+        )
+
+
 async def test_a_telegram_chat_shares_what_others_said_and_memory_can_be_off(
     service: ChatService,
     model: CapturingChatModel,
     settings: Settings,
     pg_sessions: async_sessionmaker[AsyncSession],
 ) -> None:
+    ann, dora = telegram_scope(-100, 1), telegram_scope(-100, 4)
+    for author, scope, text in [
+        ("Ann", ann, "Bob said: our company is a GmbH in Munich. We run GnuCash 4 on Linux."),
+        ("Dora", dora, "We have two offices, one in Graz."),
+    ]:
+        await service.handle_turn(
+            TurnRequest("telegram", "telegram:-100", "client", author, text, memory_scope=scope)
+        )
+    ann_said, dora_said = await said_ids(pg_sessions, "telegram:-100")
     summary = (
         "Summary of the earlier conversation (#N = recall id for recall_history)\n"
-        "Participants: Ann, Bob\n"
+        "Participants: Ann, Bob, Dora\n"
         "Facts and constraints users stated:\n"
-        "- Ann: we run GnuCash 4 on Linux (#3)\n"
-        "- Bob: our company is a GmbH in Munich (#5)\n"
+        f"- Ann: we run GnuCash 4 on Linux (#{ann_said})\n"
+        f"- Bob: our company is a GmbH in Munich (#{ann_said})\n"
+        f"- Ann: we have two offices, one in Graz (#{dora_said})\n"  # Dora's, named Ann
+        "- Ann: we pay in euros\n"  # no source: nobody's
     )
     people = PeopleMemory(settings.memory)
-    sessions = pg_sessions
-    ann = telegram_scope(-100, 1)
-    async with sessions() as session:
-        await people.write(session, ann, "telegram:-100", "Ann", None, summary, folded={"3", "5"})
+    async with pg_sessions() as session:
+        conversation = await queries.get_conversation(session, "telegram:-100")
+        assert conversation is not None
+        folded = {str(i): [i] for i in (ann_said, dora_said)}
+        await people.write(session, ann, conversation, None, summary, folded)
         await session.commit()
-    async with sessions() as session:
-        kept = {
-            (i.scope, i.text) for i in await store.active_items(session, [ann, "telegram|-100|*"])
-        }
+    async with pg_sessions() as session:
+        scopes = [ann, dora, "telegram|-100|*"]
+        kept = {(i.scope, i.text) for i in await store.active_items(session, scopes)}
     assert kept == {
         (ann, "we run GnuCash 4 on Linux"),
         ("telegram|-100|*", "Bob: our company is a GmbH in Munich"),
+        ("telegram|-100|*", "Ann: we have two offices, one in Graz"),
     }
+    model.calls.clear()
     await service.handle_turn(
         TurnRequest("telegram", "telegram:-100:new", "client", "Carl", "Hi, a question on VAT",
                     memory_scope=telegram_scope(-100, 9))
