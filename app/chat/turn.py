@@ -233,6 +233,7 @@ class TurnRunner:
             block = None
             if scope is not None and not route.takes_turn:
                 block = await self._people.block(session, scope, conversation)
+                begun.turn.memory_block = block.text if block else None
         return begun, route, block
 
     async def _taken(

@@ -18,8 +18,8 @@ ALICE = {"authorization": "Bearer alice-token"}
 BOB = {"authorization": "Bearer bob-token"}
 
 
-@pytest.fixture
-def api(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
+def api_keys(settings: Settings) -> None:
+    """Two API keys (two tenants) and two staff members."""
     settings.api.keys = {
         "shop": ApiKey(key=SecretStr(SHOP["authorization"][7:]), prefix="api:shop:"),
         "other": ApiKey(key=SecretStr(OTHER["authorization"][7:]), prefix="api:other:"),
@@ -28,6 +28,11 @@ def api(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
         "alice": SecretStr("alice-token"),
         "bob": SecretStr("bob-token"),
     }
+
+
+@pytest.fixture
+def api(settings: Settings, sample_index: Path) -> Iterator[TestClient]:
+    api_keys(settings)
     with make_client(settings, sample_index) as client:
         yield client
 

@@ -18,11 +18,12 @@ from app.db import queries
 from app.db.models import Conversation, LLMCall, MemoryItem, Message, Summary
 from app.memory import store
 from app.memory.scope import api_scope, telegram_scope, widget_scope
-from app.memory.store import BLOCK_HEADING, FORGOTTEN
+from app.memory.store import FORGOTTEN
 from app.memory.turns import PeopleMemory
 from app.runtime import agent_factory
 from app.settings import Settings
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
+from tests.people_memory.test_block import block_of
 
 ACME = api_scope("api:acme:", "p-17")
 
@@ -65,11 +66,7 @@ async def test_a_returning_person_gets_the_block_once_and_the_same_prefix_each_t
 
     sent = first_turn[0][0]
     assert isinstance(sent, SystemMessage)
-    day = f"{datetime.now(UTC):%Y-%m-%d}"
-    assert system_blocks(sent) == [
-        settings.chat.system_prompt,
-        f"{BLOCK_HEADING}\n- {day}: our currency is CHF",
-    ]
+    assert system_blocks(sent) == [settings.chat.system_prompt, block_of("our currency is CHF")]
     # The second turn's first request starts with everything the first turn sent last.
     assert extends(first_turn[-1], model.calls[0].messages)
 
