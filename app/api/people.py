@@ -61,8 +61,9 @@ async def get_memory(scope: ScopeDep, runtime: RuntimeDep) -> list[MemoryItemOut
     "/{person}/memory", response_model=ForgottenOut, responses=documented(401, 403, 404, 422)
 )
 async def forget_memory(scope: ScopeDep, runtime: RuntimeDep) -> ForgottenOut:
-    """Forget the person: their items go, and so do their words from the archives that
-    recall_history searches."""
+    """Forget the person: their items go, and so do their statements from the archives that
+    recall_history searches; what they said that is not written yet never will be (200
+    with 0 when that was all)."""
     return await _forget(runtime, scope, None, NOT_REMEMBERED)
 
 
@@ -72,16 +73,17 @@ async def forget_memory(scope: ScopeDep, runtime: RuntimeDep) -> ForgottenOut:
     responses=documented(401, 403, 404, 422),
 )
 async def forget_item(scope: ScopeDep, item: ItemId, runtime: RuntimeDep) -> ForgottenOut:
-    """Forget one item (and the older statements it replaced), its words with it."""
+    """Forget one item (and the older statements it replaced), its source statements with
+    it; 404, changing nothing, when the person has no such item."""
     return await _forget(runtime, scope, item, "no such item in this person's memory")
 
 
 async def _forget(runtime: RuntimeDep, scope: str, item: int | None, missing: str) -> ForgottenOut:
-    """`store.forget` of the scope (one item, or all); 404 saying `missing` when nothing
-    went."""
+    """`store.forget` of the scope (one item, or all); 404 saying `missing` when it changed
+    nothing (a forget of all that only held back what was not written yet is a 200 of 0)."""
     async with runtime.sessions() as session:
         forgotten = await store.forget(session, scope, item)
         await session.commit()
     if not forgotten:
         raise HTTPException(status.HTTP_404_NOT_FOUND, missing)
-    return ForgottenOut(forgotten=forgotten)
+    return ForgottenOut(forgotten=forgotten.items)

@@ -2,6 +2,7 @@
 of its own key prefix, staff their own memory; what the model receives is captured."""
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,10 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from app.agent.memory.profiles import SummaryPolicy
+from app.agent.memory.summarizer import build_summary_model
+from app.memory.idle import IdleWriter
+from app.memory.store import FORGOTTEN
+from app.runtime import Runtime
 from app.settings import ApiKey, Settings
 from tests.conftest import make_client
 
@@ -121,3 +126,44 @@ def test_a_folded_statement_is_kept_for_its_own_person_whatever_name_they_share(
     assert victim.status_code == 404, victim.text
     mallory = api.get("/v1/people/mallory/memory", headers=SHOP).json()
     assert [i["text"] for i in mallory] == [sentence]
+
+
+def test_forgetting_an_item_blanks_its_source_statement_and_nothing_else(
+    folding: None, api: TestClient
+) -> None:
+    key = "api:shop:1"
+    say(api, key, "Remember that invoice", SHOP, person="u-1")
+    for question in ["How do I create an invoice?", "How do I pay an invoice?", "Invoice VAT?"]:
+        say(api, key, question, SHOP, person="u-1")
+    (item,) = api.get("/v1/people/u-1/memory", headers=SHOP).json()
+    before = api.get(f"/v1/conversations/{key}", headers=SHOP).json()["messages"]
+    archived = [m for m in before if m["context_state"] != "active"]
+    assert sum("invoice" in m["content"].lower() for m in archived) > 5
+
+    assert api.delete(f"/v1/people/u-1/memory/{item['id']}", headers=SHOP).json() == {
+        "forgotten": 1
+    }
+    after = api.get(f"/v1/conversations/{key}", headers=SHOP).json()["messages"]
+    blanked = [m["id"] for m in after if m["content"] == FORGOTTEN]
+    assert blanked == [item["recall_id"]]
+    assert [m["content"] for m in after if m["id"] != item["recall_id"]] == [
+        m["content"] for m in before if m["id"] != item["recall_id"]
+    ]
+
+
+def test_a_delete_that_finds_nothing_changes_nothing(api: TestClient, settings: Settings) -> None:
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    idle = IdleWriter(settings, runtime.sessions, build_summary_model(settings.llm))
+    later = datetime.now(UTC) + timedelta(minutes=6)  # past the default cache TTL
+    say(api, "api:shop:1", "Our currency is CHF. How do I create an invoice?", SHOP, person="p-1")
+    assert api.delete("/v1/people/p-1/memory/99999", headers=SHOP).status_code == 404
+    assert api.delete("/v1/people/nobody/memory", headers=SHOP).status_code == 404
+    assert api.portal.call(idle.write_idle, later) == 1  # type: ignore[union-attr]
+    kept = api.get("/v1/people/p-1/memory", headers=SHOP).json()
+    assert [i["text"] for i in kept] == ["Our currency is CHF."]
+
+    # Forgetting all of a person holds back what is not written yet, even with nothing kept.
+    say(api, "api:shop:2", "We run GnuCash 5 on Windows. How do I pay?", SHOP, person="p-2")
+    assert api.delete("/v1/people/p-2/memory", headers=SHOP).json() == {"forgotten": 0}
+    assert api.portal.call(idle.write_idle, later) == 0  # type: ignore[union-attr]
+    assert api.get("/v1/people/p-2/memory", headers=SHOP).status_code == 404

@@ -198,7 +198,7 @@ async def test_a_forgotten_fact_does_not_come_back_with_the_next_fold(
 ) -> None:
     await fold_after(service, settings, "We run GnuCash 4 on Linux at our office.")
     async with pg_sessions() as session:
-        assert await store.forget(session, ACME) == 1
+        assert (await store.forget(session, ACME)).items == 1
         await session.commit()
     for text in ["How do I reconcile the bank?", "How do I close the year?"]:
         await service.handle_turn(ask("api:acme:1", text, ACME))
@@ -225,8 +225,8 @@ async def test_forget_removes_the_items_and_their_recall_hits(
     assert len(found) == 2  # and the search result that quotes it
 
     async with sessions() as session:
-        assert await store.forget(session, api_scope("api:globex:", "p-17")) == 0
-        assert await store.forget(session, ACME) == 1
+        assert not await store.forget(session, api_scope("api:globex:", "p-17"))
+        assert (await store.forget(session, ACME)).items == 1
         await session.commit()
         assert await store.active_items(session, [ACME]) == []
     assert await archive.search("Brother printer") == []
