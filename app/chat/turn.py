@@ -220,16 +220,21 @@ class TurnRunner:
         self, held: HeldConversation, request: TurnRequest, prepared: Any
     ) -> tuple[BegunTurn, Route, MemoryBlock | None]:
         """The turn's first transaction: the user's message stored, the route decided and,
-        when the bot answers a remembered person, their memory block read."""
+        when the bot answers a remembered person, their memory block read; InvalidTurn,
+        nothing stored, for a "remember that …" their memory cannot keep."""
         profile = self.settings.profiles.by_audience[request.audience]
         async with self.store.begin(held, request, profile) as (begun, session):
             conversation = begun.conversation
+            scope = request.memory_scope  # resolved by `run`
+            if scope is not None and (
+                refused := await self._people.refusal_of_turn(session, scope, request.text)
+            ):
+                raise InvalidTurn(refused)  # before the transaction commits: nothing stored
             route = (
                 await self.router.route(session, conversation, request, prepared)
                 if self.router
                 else BOT
             )
-            scope = request.memory_scope  # resolved by `run`
             block = None
             if scope is not None and not route.takes_turn:
                 block = await self._people.block(session, scope, conversation)

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, MemoryItem, Message, Summary, Turn
 from app.memory.facts import kind_of
-from app.memory.scope import CHAT_WIDE, is_chat_wide
+from app.memory.scope import CHAT_WIDE, is_chat_wide, tenant_of
 from app.tokens import count_tokens
 
 FORGOTTEN = "[forgotten at the person's request]"
@@ -67,6 +67,16 @@ async def remember(
             delete(MemoryItem).where(MemoryItem.id.in_([i.id for i in kept[:overflow]]))
         )
     return item
+
+
+async def tenant_items(session: AsyncSession, scope: str) -> int:
+    """How many items the tenant of `scope` holds, replaced ones included."""
+    count = await session.scalar(
+        select(func.count(MemoryItem.id)).where(
+            MemoryItem.scope.startswith(tenant_of(scope), autoescape=True)
+        )
+    )
+    return int(count or 0)
 
 
 async def active_items(session: AsyncSession, scopes: Sequence[str]) -> list[MemoryItem]:

@@ -2,6 +2,7 @@
 writes — the facts its fold extracted (no extra model call) and an explicit
 "remember that …"."""
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from app.memory.facts import remembered
 from app.memory.scope import read_scopes, shared_scope
 from app.memory.store import MemoryBlock
 from app.settings import PeopleMemorySettings
+
+log = logging.getLogger(__name__)
 
 ANONYMOUS_AUTHOR = "user"  # how the summary names a user message without an author
 Wanted = tuple[str, str, int | None]  # scope, the fact, its source message (recall id)
@@ -127,11 +130,38 @@ class PeopleMemory:
             wanted += placed(stated_facts(summary), sources)
         return await self.keep(session, conversation.key, wanted)
 
+    async def refusal(self, session: AsyncSession, scope: str, text: str) -> str | None:
+        """Why `text` cannot be kept for `scope` (too long, or its tenant is full); None
+        when it can."""
+        limits = self.settings
+        if len(text) > limits.max_item_chars:
+            return (
+                f"an item to remember holds at most {limits.max_item_chars} characters "
+                f"(this one has {len(text)}): say it shorter"
+            )
+        if await store.tenant_items(session, scope) >= limits.max_tenant_items:
+            return (
+                f"the memory of this tenant is full ({limits.max_tenant_items} items): "
+                "forget some first"
+            )
+        return None
+
+    async def refusal_of_turn(self, session: AsyncSession, scope: str, text: str) -> str | None:
+        """Why a turn saying `text` is refused before anything of it is stored: a
+        "remember that …" that cannot be kept; None for any other message."""
+        fact = remembered(text)
+        return await self.refusal(session, scope, fact) if fact else None
+
     async def keep(
         self, session: AsyncSession, conversation_key: str, wanted: Sequence[Wanted]
     ) -> list[int]:
+        """Keep each wanted fact that can be; one that cannot (too long, a full tenant)
+        is logged and left out: the turn that stated it is answered already."""
         kept = []
         for item_scope, text, message_id in wanted:
+            if refused := await self.refusal(session, item_scope, text):
+                log.warning("not remembered for %s: %s", item_scope, refused)
+                continue
             item = await store.remember(
                 session,
                 item_scope,

@@ -167,3 +167,40 @@ def test_a_delete_that_finds_nothing_changes_nothing(api: TestClient, settings: 
     assert api.delete("/v1/people/p-2/memory", headers=SHOP).json() == {"forgotten": 0}
     assert api.portal.call(idle.write_idle, later) == 0  # type: ignore[union-attr]
     assert api.get("/v1/people/p-2/memory", headers=SHOP).status_code == 404
+
+
+def test_an_item_too_long_is_refused_with_the_reason_and_nothing_stored(api: TestClient) -> None:
+    body = {"audience": "client", "author": "Ann", "person": "u-1"}
+    longest = "our shop's address is " + "x" * 478  # 500 characters: kept
+    text = f"Remember that {longest}y"
+    refused = api.post("/v1/conversations/api:shop:1/messages", json=body | {"text": text},
+                       headers=SHOP)  # fmt: skip
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == (
+        "an item to remember holds at most 500 characters (this one has 501): say it shorter"
+    )
+    assert api.get("/v1/conversations/api:shop:1", headers=SHOP).status_code == 404
+    say(api, "api:shop:1", f"Remember that {longest}", SHOP, person="u-1")
+    assert [i["text"] for i in api.get("/v1/people/u-1/memory", headers=SHOP).json()] == [longest]
+
+
+def test_a_tenant_s_memory_is_bounded_and_the_others_are_not_touched(
+    folding: None, api: TestClient, settings: Settings
+) -> None:
+    settings.memory.max_tenant_items = 2
+    say(api, "api:shop:1", "Remember that our currency is CHF", SHOP, person="u-1")
+    say(api, "api:shop:2", "Remember that we use GnuCash 5", SHOP, person="u-2")
+    body = {"audience": "client", "author": "Ann", "person": "u-3",
+            "text": "Remember that we are a GmbH"}  # fmt: skip
+    refused = api.post("/v1/conversations/api:shop:3/messages", json=body, headers=SHOP)
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == (
+        "the memory of this tenant is full (2 items): forget some first"
+    )
+    # A fact stated in passing is not kept either, and the turns are answered.
+    for text in ["Our company is a GmbH in Zurich.", "How do I pay?", "How do I close?"]:
+        say(api, "api:shop:3", text, SHOP, person="u-3")
+    assert api.get("/v1/people/u-3/memory", headers=SHOP).status_code == 404
+    # Another tenant's memory has room of its own.
+    say(api, "api:other:1", "Remember that we are a GmbH", OTHER, person="u-3")
+    assert api.get("/v1/people/u-3/memory", headers=OTHER).status_code == 200
