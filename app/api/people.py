@@ -3,6 +3,7 @@
 Each caller reaches its own scope only: an API key the people of its key prefix, a staff
 member their own memory. Another tenant's person is simply not there (404)."""
 
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, status
@@ -13,28 +14,43 @@ from app.api.errors import documented
 from app.api.schemas import ForgottenOut, MemoryItemOut
 from app.memory import store
 from app.memory.scope import api_scope, widget_scope
-from app.settings import CONVERSATION_KEY_PATTERN
+from app.settings import CONVERSATION_KEY_PATTERN, staff_name
 
 router = APIRouter(prefix="/v1/people", tags=["people"])
 
+# A person id's characters or a staff name's (letters of any script, spaces, apostrophes):
+# `person_scope` reads it as the caller's kind says.
+PERSON_PATTERN = r"^[\w .:@'+-]{1,128}$"
 PersonId = Annotated[
     str,
     Path(
-        pattern=CONVERSATION_KEY_PATTERN,
+        pattern=PERSON_PATTERN,
         examples=["u-1842"],
-        description="the `person` id the turns gave; for staff, their own name",
+        description="the `person` id the turns gave; for staff, their own name (spaces "
+        "percent-encoded: `bob%20smith`)",
     ),
 ]
 
 
 def person_scope(person: PersonId, caller: CallerDep) -> str:
-    """The memory scope `person` names for this caller, never another tenant's."""
+    """The memory scope `person` names for this caller, never another tenant's: an API
+    key's person id is a conversation key's characters, as the turns' `person` is; a
+    staff member's name is read as their sign-in is (any case, spaces between words)."""
     if caller.kind == "backend":
+        if not re.fullmatch(CONVERSATION_KEY_PATTERN, person):
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"person: a person id matches {CONVERSATION_KEY_PATTERN}",
+            )
         return api_scope(caller.key_prefix, person)
     if caller.is_staff:
-        if person != caller.name:
+        try:
+            named = staff_name(person)
+        except ValueError:
+            named = None
+        if named is None or named != caller.name:
             raise HTTPException(status.HTTP_403_FORBIDDEN, "staff reach their own memory only")
-        return widget_scope(person)
+        return widget_scope(named)
     raise HTTPException(status.HTTP_401_UNAUTHORIZED, "staff credentials or an API key", CHALLENGE)
 
 

@@ -107,6 +107,9 @@ def test_a_bad_person_id_is_refused_and_nothing_stored(api: TestClient) -> None:
     response = api.post("/v1/conversations/api:shop:9/messages", json=body, headers=SHOP)
     assert response.status_code == 422
     assert api.get("/v1/conversations/api:shop:9", headers=SHOP).status_code == 404
+    listed = api.get("/v1/people/a%20b/memory", headers=SHOP)
+    assert listed.status_code == 422
+    assert listed.json() == {"detail": "person: a person id matches ^[A-Za-z0-9._:@+-]{1,128}$"}
 
 
 def test_a_folded_statement_is_kept_for_its_own_person_whatever_name_they_share(
