@@ -965,6 +965,19 @@ class PeopleMemorySettings(BaseModel):
     max_items: int = Field(
         40, gt=0, description="items kept per person (or Telegram chat); the oldest go first"
     )
+    max_item_chars: int = Field(
+        500,
+        gt=0,
+        description='the longest item kept: a longer "remember that …" is refused (422), '
+        "a longer stated fact is not kept",
+    )
+    max_tenant_items: int = Field(
+        100_000,
+        gt=0,
+        description="items kept per tenant (an API key's people, the staff, a Telegram "
+        'chat), replaced ones included; a full tenant\'s "remember that …" is refused (422) '
+        "and its stated facts are not kept until items expire or are forgotten",
+    )
     block_tokens: int = Field(
         300,
         gt=0,

@@ -165,6 +165,20 @@ def test_a_staff_name_with_a_space_chats_under_an_encoded_key(
             f"/v1/conversations/{prefix}2/messages", json=ask("hi"), headers=other
         )
         assert refused.status_code == 403
+        # His memory is his by the name he signs in with, spaces and all.
+        remember = ask("Remember that I prefer short answers")
+        assert client.post(f"/v1/conversations/{prefix}1/messages", json=remember,
+                           headers=proxy).status_code == 200  # fmt: skip
+        for name in ["Bob%20Smith", "bob%20smith"]:
+            mine = client.get(f"/v1/people/{name}/memory", headers=proxy)
+            assert mine.status_code == 200, mine.text
+            assert [i["text"] for i in mine.json()] == ["I prefer short answers"]
+        panel = client.get(f"/v1/conversations/{prefix}1/memory", headers=proxy).json()
+        assert [p["scope"] for p in panel["people"]] == ["widget|bob smith"]
+        for headers, path in [(other, "Bob%20Smith"), (proxy, "Bob-Smith"), (proxy, "'bob")]:
+            refused = client.get(f"/v1/people/{path}/memory", headers=headers)
+            assert refused.status_code == 403, (headers, path)
+        assert client.get("/v1/people/bob%0Asmith/memory", headers=proxy).status_code == 422
 
 
 def test_the_widget_is_served_and_cors_is_limited(staff_client: TestClient) -> None:

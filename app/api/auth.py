@@ -5,8 +5,8 @@ header, believed only from SUPPORTBOT_WIDGET__TRUSTED_PROXIES), a backend (an AP
 SUPPORTBOT_API__KEYS, limited to its key prefix), or, only while no API key is configured,
 an anonymous client. The channel a turn is stored with comes from the credential: staff
 write through the widget, everyone else through the API. `telegram:` conversations are
-written by the bot alone and `widget:` ones by their staff member alone, so nobody can post
-into a chat, or claim its key first, by guessing it.
+written by the bot alone and `widget:` ones by their staff member alone (who alone reads
+them), so nobody can post into a chat, or claim its key first, by guessing it.
 """
 
 import ipaddress
@@ -54,6 +54,8 @@ class Caller:
     def may_read(self, key: str) -> str | None:
         """Why this caller may not read conversation `key`; None when it may."""
         if self.kind == "staff":
+            if key.startswith("widget:") and not key.startswith(self.widget_prefix):
+                return "a staff member's own widget chats are theirs alone"
             return None
         if self.kind == "backend":
             if key.startswith(self.key_prefix):

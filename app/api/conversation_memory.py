@@ -72,7 +72,7 @@ async def forget_conversation_memory_item(
         people = await _people(session, key, caller)
         forgotten = 0
         for person in people:  # the item is in one scope at most
-            forgotten += await store.forget(session, person.scope, item)
+            forgotten += (await store.forget(session, person.scope, item)).items
         await session.commit()
     if not forgotten:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such item of this conversation's people")

@@ -249,12 +249,18 @@ async def put_profile(
 
 
 def shown_messages(
-    messages: list[Message], feedback: dict[int, Feedback], knowledge: KnowledgeSettings
+    messages: list[Message],
+    feedback: dict[int, Feedback],
+    knowledge: KnowledgeSettings,
+    memory_blocks: dict[int, str],
 ) -> list[MessageOut]:
     """The stored messages, each final answer as HTML too, with the citations its turn
-    produced and its latest rating."""
+    produced and its latest rating; each turn's user message with the memory block the
+    turn sent the model."""
     shown = [MessageOut.model_validate(m) for m in messages]
     for out, message in zip(shown, messages, strict=True):
+        if message.role == "user":
+            out.memory_block = memory_blocks.get(message.turn)
         if message.role == "assistant" and not message.tool_calls:
             passages = (
                 p for m in messages if m.turn == message.turn and m.artifact for p in m.artifact
@@ -277,13 +283,15 @@ async def get_conversation(
     key: ReadableKey, chat: ChatServiceDep, caller: CallerDep, settings: SettingsDep
 ) -> ConversationOut:
     """The whole transcript, including tool calls and what memory took out of the context;
-    each answer with its citations and its latest rating."""
+    each answer with its citations and its latest rating, each turn's message with the
+    memory block the turn sent the model."""
     conversation, messages = readable(key, caller, await chat.history(key))
     feedback = await chat.feedback(conversation)
+    blocks = await chat.memory_blocks(conversation)
     return ConversationOut(
         key=conversation.key,
         channel=conversation.channel,
         audience=conversation.audience,
         profile=conversation.profile,
-        messages=shown_messages(messages, feedback, settings.knowledge),
+        messages=shown_messages(messages, feedback, settings.knowledge, blocks),
     )

@@ -1,6 +1,8 @@
 """Handoffs over HTTP, for the staff widget's queue (app/widget/queue.html): list, read,
 claim, reply, resolve. Staff credentials only: a client (an API key, an anonymous caller)
-gets 403. The flow itself: app/handoff/service.py."""
+gets 403, and a staff member's own widget chat stays theirs: a handoff over it is neither
+listed for nor open to another staff member (403). The flow itself:
+app/handoff/service.py."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -116,26 +118,48 @@ def found(handoff: Handoff | None, handoff_id: int) -> Handoff:
     return handoff
 
 
+def _conversation_key(handoff: Handoff) -> str:
+    return HandoffCard.from_json(handoff.card).conversation_key
+
+
+async def reachable(handoff_id: HandoffId, handoffs: Handoffs, caller: StaffOnly) -> int:
+    """The handoff's id, when this staff member may see and act on it: not one over
+    another staff member's own widget chat (they alone read and write it), which no claim
+    hands over."""
+    handoff = found(await handoffs.get(handoff_id), handoff_id)
+    if refused := caller.may_read(_conversation_key(handoff)):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, refused)
+    return handoff_id
+
+
+ReachableId = Annotated[int, Depends(reachable)]
+
+
 @router.get("", responses=documented(401, 403, 422, 503))
 async def list_handoffs(
     handoffs: Handoffs,
+    caller: StaffOnly,
     state: Annotated[
         Literal["active", "open", "claimed", "resolved"],
         Query(alias="status", description="active: open and claimed"),
     ] = "active",
 ) -> list[HandoffOut]:
-    """The queue, oldest first."""
+    """The queue, oldest first; without the handoffs over other staff members' own widget
+    chats."""
     statuses = ACTIVE if state == "active" else (state,)
-    return [HandoffOut.of(h) for h in await handoffs.queue(statuses)]
+    queue = await handoffs.queue(statuses)
+    return [HandoffOut.of(h) for h in queue if not caller.may_read(_conversation_key(h))]
 
 
 @router.get("/{handoff_id}", responses=documented(401, 403, 404, 422, 503))
-async def get_handoff(handoff_id: HandoffId, handoffs: Handoffs) -> HandoffOut:
+async def get_handoff(handoff_id: ReachableId, handoffs: Handoffs) -> HandoffOut:
     return HandoffOut.of(found(await handoffs.get(handoff_id), handoff_id))
 
 
 @router.post("/{handoff_id}/claim", responses=documented(401, 403, 404, 422, 503) | CONFLICT)
-async def claim_handoff(handoff_id: HandoffId, handoffs: Handoffs, caller: StaffOnly) -> HandoffOut:
+async def claim_handoff(
+    handoff_id: ReachableId, handoffs: Handoffs, caller: StaffOnly
+) -> HandoffOut:
     """Take the conversation over: the first claim wins, a later one gets 409."""
     try:
         claimed = await handoffs.claim(handoff_id, caller.name or "staff")
@@ -150,7 +174,7 @@ async def claim_handoff(handoff_id: HandoffId, handoffs: Handoffs, caller: Staff
     responses=documented(400, 401, 403, 404, 413, 422, 503) | CONFLICT | UNDELIVERED,
 )
 async def reply_to_client(
-    handoff_id: HandoffId, body: StaffReplyIn, handoffs: Handoffs, caller: StaffOnly
+    handoff_id: ReachableId, body: StaffReplyIn, handoffs: Handoffs, caller: StaffOnly
 ) -> MessageOut:
     """Reply in the client's chat under your name (a claimed handoff of yours); stored in
     the transcript as a `staff` message."""
@@ -167,7 +191,7 @@ async def reply_to_client(
 
 @router.post("/{handoff_id}/resolve", responses=documented(401, 403, 404, 422, 503) | CONFLICT)
 async def resolve_handoff(
-    handoff_id: HandoffId, handoffs: Handoffs, caller: StaffOnly
+    handoff_id: ReachableId, handoffs: Handoffs, caller: StaffOnly
 ) -> HandoffOut:
     """Close the handoff; the bot answers the conversation again."""
     try:

@@ -11,12 +11,19 @@ from app.api.auth import CallerDep
 from app.api.deps import RuntimeDep
 from app.api.errors import documented
 from app.api.schemas import UtcDatetime
-from app.insights.gaps import BadPeriod, GapReporter, parse_period, reporter_for
+from app.insights.gaps import MAX_PERIOD, BadPeriod, GapReporter, parse_period, reporter_for
 from app.insights.outcomes import outcome_report
 
 router = APIRouter(prefix="/v1/insights", tags=["insights"])
 
-Since = Annotated[str, Query(description="the period up to now: 30m, 24h, 7d, 2w", examples=["7d"])]
+Since = Annotated[
+    str,
+    Query(
+        max_length=32,
+        description=f"the period up to now: 30m, 24h, 7d, 2w; at most {MAX_PERIOD.days} days",
+        examples=["7d"],
+    ),
+]
 
 
 def tenant_prefix(caller: CallerDep) -> str | None:
@@ -128,7 +135,7 @@ async def gaps(
     prefix: TenantPrefix,
     when: Period,
     reporter: ReporterDep,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=10_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> GapReportOut:
     """The questions the bot did not answer from the documentation (not found, web

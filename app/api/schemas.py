@@ -230,6 +230,11 @@ class MessageOut(BaseModel):
     feedback: RatingOut | None = Field(
         None, description="for an answer: its latest rating, if it was rated"
     )
+    memory_block: str | None = Field(
+        None,
+        description="for a turn's user message: the memory block (what the bot remembered "
+        "of these people) the turn sent the model, as sent",
+    )
 
 
 class ConversationOut(BaseModel):

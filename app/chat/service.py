@@ -224,6 +224,11 @@ class ChatService:
         async with self._store.reads() as session:
             return await queries.conversations_starting_with(session, key_prefix, limit)
 
+    async def memory_blocks(self, conversation: Conversation) -> dict[int, str]:
+        """The memory block each turn sent the model, by turn (app/memory/store.py)."""
+        async with self._store.reads() as session:
+            return await queries.memory_blocks(session, conversation)
+
     async def feedback(self, conversation: Conversation) -> dict[int, Feedback]:
         """The ratings of the conversation's answers by turn, the latest of each."""
         async with self._store.reads() as session:

@@ -96,6 +96,10 @@ class BegunTurn:
     seq: int
     summaries: int  # how many summaries the conversation had when the turn began
 
+    def stored_ids(self, message_id: str) -> list[int]:
+        """The stored messages a context message stands for: itself, or a note's members."""
+        return self.note_members.get(message_id, [int(message_id)])
+
 
 class TurnStore:
     """`bind`: the engine; or one connection whose transaction the caller owns (tests roll
@@ -351,9 +355,7 @@ class TurnStore:
 async def _store_memory(session: AsyncSession, begun: BegunTurn, memory: MemoryUpdate) -> None:
     """Persist this turn's memory decisions, so the next turn starts from them."""
     dropped = [
-        stored_id
-        for message_id in memory.dropped
-        for stored_id in begun.note_members.get(message_id, [int(message_id)])
+        stored_id for message_id in memory.dropped for stored_id in begun.stored_ids(message_id)
     ]
     await queries.clear_messages(
         session, {int(message_id): text for message_id, text in memory.placeholders.items()}

@@ -220,19 +220,25 @@ class TurnRunner:
         self, held: HeldConversation, request: TurnRequest, prepared: Any
     ) -> tuple[BegunTurn, Route, MemoryBlock | None]:
         """The turn's first transaction: the user's message stored, the route decided and,
-        when the bot answers a remembered person, their memory block read."""
+        when the bot answers a remembered person, their memory block read; InvalidTurn,
+        nothing stored, for a "remember that …" their memory cannot keep."""
         profile = self.settings.profiles.by_audience[request.audience]
         async with self.store.begin(held, request, profile) as (begun, session):
             conversation = begun.conversation
+            scope = request.memory_scope  # resolved by `run`
+            if scope is not None and (
+                refused := await self._people.refusal_of_turn(session, scope, request.text)
+            ):
+                raise InvalidTurn(refused)  # before the transaction commits: nothing stored
             route = (
                 await self.router.route(session, conversation, request, prepared)
                 if self.router
                 else BOT
             )
-            scope = request.memory_scope  # resolved by `run`
             block = None
             if scope is not None and not route.takes_turn:
                 block = await self._people.block(session, scope, conversation)
+                begun.turn.memory_block = block.text if block else None
         return begun, route, block
 
     async def _taken(
@@ -419,11 +425,10 @@ class TurnRunner:
                 await self._people.write(
                     session,
                     scope,
-                    begun.conversation.key,
-                    request.author,
+                    begun.conversation,
                     (request.text, message_id),
                     memory.summary if memory else None,
-                    memory.dropped if memory else (),
+                    {i: begun.stored_ids(i) for i in memory.dropped} if memory else None,
                 )
         except Exception as error:
             log.warning(

@@ -70,6 +70,9 @@ class Turn(Base):
     # Whose memory the turn read and wrote (app/memory/scope.py): the person who wrote it;
     # None when nobody is remembered. The staff's view of a conversation's people reads it.
     memory_scope: Mapped[str | None] = mapped_column(String(400))
+    # The memory block the turn sent the model (app/memory/store.py), for staff to see what
+    # it was told; a forgotten item's line is blanked here too.
+    memory_block: Mapped[str | None] = mapped_column(Text)
 
 
 class Message(Base):

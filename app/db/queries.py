@@ -343,6 +343,16 @@ async def latest_feedback(session: AsyncSession, conversation: Conversation) -> 
     return {feedback.turn: feedback for feedback in rows}
 
 
+async def memory_blocks(session: AsyncSession, conversation: Conversation) -> dict[int, str]:
+    """The memory block each turn that had one sent the model, by turn number."""
+    rows = await session.execute(
+        select(Turn.number, Turn.memory_block).where(
+            Turn.conversation_id == conversation.id, Turn.memory_block.is_not(None)
+        )
+    )
+    return {number: block for number, block in rows if block is not None}
+
+
 def _usage_by(group: Any) -> Select[Any]:
     """`group`, then the columns of a `UsageTotals` in order."""
     return select(

@@ -6,6 +6,7 @@ their transcripts, the pages retrieval came closest to (none: nothing to extend,
 write) and what those turns cost."""
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -322,19 +323,29 @@ class GapReporter:
         )
 
 
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_MINUTES = {"m": 1, "h": 60, "d": 24 * 60, "w": 7 * 24 * 60}
+_PERIOD = re.compile(r"(?P<number>[0-9]+)(?P<unit>[mhdwMHDW])")
+# The longest period: the report compares it with the one before, so twice it back from
+# now must still be a date.
+MAX_PERIOD = timedelta(days=3650)
+_DIGITS = 9  # more than any period within MAX_PERIOD has: read no further
 
 
 class BadPeriod(ValueError):
-    """A period that is not a positive number of minutes, hours, days or weeks."""
+    """A period that is not a positive number of minutes, hours, days or weeks, or one
+    longer than `MAX_PERIOD`."""
 
 
 def parse_period(text: str) -> timedelta:
-    """`30m`, `24h`, `7d`, `2w` as a timedelta."""
-    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
-    if unit not in _UNITS or not number.isdigit() or int(number) == 0:
+    """`30m`, `24h`, `7d`, `2w` as a timedelta, at most `MAX_PERIOD`."""
+    match = _PERIOD.fullmatch(text.strip())
+    digits = match["number"].lstrip("0") if match else ""
+    if not match or not digits:
         raise BadPeriod(f"period {text!r}: use a positive whole number and m, h, d or w (e.g. 7d)")
-    return timedelta(**{_UNITS[unit]: int(number)})
+    minutes = int(digits) * _MINUTES[match["unit"].lower()] if len(digits) <= _DIGITS else None
+    if minutes is None or minutes > MAX_PERIOD // timedelta(minutes=1):
+        raise BadPeriod(f"period {text!r}: at most {MAX_PERIOD.days} days")
+    return timedelta(minutes=minutes)
 
 
 def reporter_for(settings: Settings, sessions: async_sessionmaker[AsyncSession]) -> GapReporter:

@@ -62,4 +62,4 @@ def forget(
     if not forgotten:
         typer.echo(f"error: nothing is remembered of {person}", err=True)
         raise typer.Exit(1)
-    typer.echo(f"{person}: {forgotten} item(s) forgotten")
+    typer.echo(f"{person}: {forgotten.items} item(s) forgotten")

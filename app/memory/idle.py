@@ -2,7 +2,8 @@
 prompt cache's TTL, what its people stated since its last fold is taken into their memory
 with one summary-model call (the offline extractive summarizer without a model) over the
 messages of the turns not taken in yet, whose "Facts and constraints users stated" are kept
-as a fold's are. The conversation's context is not changed: the summary is not stored.
+as a fold's are (by the turn of their source message). The conversation's context is not
+changed: the summary is not stored.
 
 Once per idle period: `Conversation.idle_written_turn` is the last turn taken in, claimed
 with one conditional UPDATE before the call (two replicas never both call the model) and
@@ -26,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agent.memory.summarizer import SUMMARY_RUN_CONFIG, stated_facts, summary_request
 from app.chat.transcript import to_langchain
 from app.db.models import Conversation, LLMCall, Message, Turn
-from app.memory.turns import ANONYMOUS_AUTHOR, PeopleMemory, Wanted, placed
+from app.memory.turns import ANONYMOUS_AUTHOR, PeopleMemory, Source, placed
 from app.observability.calls import PURPOSE_KEY, UsageCollector
 from app.observability.simulator import RULES
 from app.settings import Settings
@@ -84,21 +85,9 @@ async def idle_conversations(session: AsyncSession, before: datetime) -> list[Id
     return [Idle(*row) for row in found]
 
 
-def _facts_placed(summary: str, said: Sequence[Message], scopes: dict[int, str]) -> list[Wanted]:
-    """Each stated fact where its message's turn is remembered; a fact without a known
-    source goes with its author's latest remembered message."""
-    by_id = {m.id: m for m in said}
-    wanted: list[Wanted] = []
-    for fact in stated_facts(summary):
-        source = by_id.get(fact.recall_id) if fact.recall_id is not None else None
-        if source is None:
-            source = next(
-                (m for m in reversed(said) if (m.author or ANONYMOUS_AUTHOR) == fact.author),
-                None,
-            )
-        if source is not None:
-            wanted += placed(scopes[source.turn], source.author, [fact])
-    return wanted
+def _sources(said: Sequence[Message], scopes: dict[int, str]) -> dict[int, Source]:
+    """Each remembered user message's source: its turn's scope and author, by recall id."""
+    return {m.id: Source(scopes[m.turn], frozenset({m.author or ANONYMOUS_AUTHOR})) for m in said}
 
 
 @dataclass
@@ -175,7 +164,8 @@ class IdleWriter:
                 summary_request(None, [cast(AnyMessage, to_langchain(m)) for m in said]), config
             )
             async with self.sessions() as session:
-                await people.keep(session, key, _facts_placed(reply.text, stated, scopes))
+                facts = placed(stated_facts(reply.text), _sources(stated, scopes))
+                await people.keep(session, key, facts)
                 await session.commit()
         except Exception as error:  # given back: the next check tries again
             log.warning("memory of idle conversation %s not written: %s", key, error)

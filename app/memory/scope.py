@@ -28,6 +28,13 @@ def telegram_scope(chat_id: int, user_id: int | None) -> str:
     return _joined("telegram", str(chat_id), str(user_id) if user_id is not None else CHAT_WIDE)
 
 
+def tenant_of(scope: str) -> str:
+    """The start every scope of the same tenant shares: `api|<key prefix>|` for an API
+    key's people, `widget|` for the staff, `telegram|<chat id>|` for a Telegram chat."""
+    parts = scope.split(SEPARATOR)
+    return SEPARATOR.join(parts[:1] if parts[0] == "widget" else parts[:2]) + SEPARATOR
+
+
 def is_chat_wide(scope: str) -> bool:
     """A Telegram chat's shared memory, no one person's."""
     parts = scope.split(SEPARATOR)

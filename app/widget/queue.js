@@ -26,13 +26,23 @@
   }
 
   // The latest messages, or all of them (`whole`); each line's id names its recall id.
+  // Each memory block a turn sent the model is shown (folded) before the first message
+  // whose turn sent it: what the model was told of these people.
   async function showTranscript(box, key, whole) {
     var conversation = await api("GET", "/v1/conversations/" + encodeURIComponent(key));
+    var told = new Set();
     box.replaceChildren();
     conversation.messages
       .filter(function (m) { return m.role === "user" || m.role === "staff" || (m.role === "assistant" && !m.tool_calls); })
       .slice(whole ? 0 : -12)
       .forEach(function (m) {
+        if (m.memory_block && !told.has(m.memory_block)) {
+          told.add(m.memory_block);
+          var block = el("details", null, "hq-told");
+          block.appendChild(el("summary", "Memory sent to the model"));
+          block.appendChild(el("pre", m.memory_block));
+          box.appendChild(block);
+        }
         var who = m.role === "assistant" ? "bot" : (m.author || m.role);
         var line = el("p", who + ": " + m.content, "hq-line");
         line.dataset.role = m.role;

@@ -76,6 +76,13 @@ def test_staff_see_the_people_s_memory_follow_a_source_and_delete_an_item(
             "href", "/v1/conversations/api%3Aacme%3A6"
         )
 
+        # What the model was told of these people, once, before the first turn that sent it.
+        told = page.locator(".hq-told")
+        expect(told).to_have_count(1)
+        told.get_by_text("Memory sent to the model").click()
+        expect(told.locator("pre")).to_contain_text("I prefer short answers")
+        told.get_by_text("Memory sent to the model").click()
+
         # The source of an item of this chat is its message in the card's transcript.
         ann.locator(".hq-item").nth(1).get_by_role("link", name="in this chat").click()
         source = page.locator(".hq-line-source")

@@ -5,7 +5,6 @@ another tenant's person of the same id never sees them, nor she theirs."""
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from evals.harness import EvalConfig, evaluate, open_knowledge
 from evals.scenario import load_scenario
 from tests.conftest import FIXTURES, ROOT
 from tests.fakes import CapturingChatModel
+from tests.people_memory.test_block import block_of
 
 SCENARIO = ROOT / "evals" / "scenarios" / "returning_customer.yaml"
 PROFILES = ["client", "client-memory-off", "forget-all"]
@@ -104,11 +104,6 @@ def memory_block(request: list[BaseMessage]) -> str | None:
     return next((b for b in blocks if b.startswith(BLOCK_HEADING)), None)
 
 
-def block_of(stated: list[str]) -> str:
-    day = f"{datetime.now(UTC):%Y-%m-%d}"
-    return "\n".join([BLOCK_HEADING, *(f"- {day}: {text}" for text in stated)])
-
-
 def test_memory_on_keeps_every_stated_constraint_and_off_loses_them(played: Played) -> None:
     on, off, forgetful = (played.summary[p] for p in PROFILES)
     assert on["returning_probes"] == off["returning_probes"] == forgetful["returning_probes"] == 12
@@ -126,7 +121,7 @@ def test_the_second_conversation_starts_with_what_she_stated_and_nothing_else(
 ) -> None:
     second = played.requests["client"]["acme-second"]
     # Every request of the conversation carries the same block, made of her own words.
-    assert {memory_block(request) for request in second} == {block_of(ACME_STATED)}
+    assert {memory_block(request) for request in second} == {block_of(*ACME_STATED)}
     for profile in ("client-memory-off", "forget-all"):
         assert all(memory_block(r) is None for r in played.requests[profile]["acme-second"])
 
@@ -135,7 +130,7 @@ def test_another_tenants_person_of_the_same_id_never_sees_them_nor_they_hers(
     played: Played,
 ) -> None:
     requests = played.requests["client"]
-    assert {memory_block(r) for r in requests["globex-second"]} == {block_of(GLOBEX_STATED)}
+    assert {memory_block(r) for r in requests["globex-second"]} == {block_of(*GLOBEX_STATED)}
     for chat, foreign in (("acme-second", GLOBEX_STATED), ("globex-second", ACME_STATED)):
         sent = "\n".join(message_text(m) for r in requests[chat] for m in r)
         assert not [fact for fact in foreign if fact in sent], chat

@@ -128,3 +128,26 @@ def test_a_client_who_did_not_want_a_person_after_all_gets_the_bot_back(api: Tes
     }
     back = api.post(path, json=never_mind, headers=CLIENT).json()
     assert (back["outcome"], back["handoff"]) == ("bot_back", None), back
+
+
+def test_a_staff_member_s_own_widget_chat_stays_theirs_through_a_handoff(
+    api: TestClient, settings: Settings
+) -> None:
+    settings.handoff.audiences = ["client", "staff"]
+    turn = {"audience": "staff", "author": "alice", "text": "Can I talk to a human?"}
+    asked = api.post("/v1/conversations/widget:alice:1/messages", json=turn, headers=ALICE)
+    assert "person from our support team" in asked.json()["text"]
+    (handoff,) = api.get("/v1/handoffs", headers=ALICE).json()
+    path = f"/v1/handoffs/{handoff['id']}"
+
+    assert api.get("/v1/handoffs", headers=BOB).json() == []
+    theirs = "a staff member's own widget chats are theirs alone"
+    for method, route in [("get", ""), ("post", "/claim"), ("post", "/resolve")]:
+        refused = getattr(api, method)(path + route, headers=BOB)
+        assert (refused.status_code, refused.json()) == (403, {"detail": theirs}), route
+    written = api.post(f"{path}/messages", json={"text": "send me your token"}, headers=BOB)
+    assert written.status_code == 403
+    assert api.get("/v1/conversations/widget:alice:1", headers=BOB).status_code == 403
+    mine = api.get("/v1/conversations/widget:alice:1", headers=ALICE).json()["messages"]
+    assert "send me your token" not in {m["content"] for m in mine}
+    assert api.get(path, headers=ALICE).json()["status"] == "open"  # nobody claimed it

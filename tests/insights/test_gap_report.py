@@ -118,6 +118,27 @@ def test_pages_and_bad_periods(api: TestClient) -> None:
     assert api.get("/v1/insights/gaps", params={"since": "7d"}).status_code == 401
 
 
+@pytest.mark.parametrize(
+    ("since", "reason"),
+    [
+        ("99999999999w", "period '99999999999w': at most 3650 days"),
+        ("522w", "period '522w': at most 3650 days"),
+        ("\u00b2d", "period '\u00b2d': use a positive whole number and m, h, d or w (e.g. 7d)"),
+        ("0d", "period '0d': use a positive whole number and m, h, d or w (e.g. 7d)"),
+        ("1.5h", "period '1.5h': use a positive whole number and m, h, d or w (e.g. 7d)"),
+        ("9" * 33 + "d", "since: String should have at most 32 characters"),
+    ],
+)
+def test_a_period_out_of_bounds_is_refused_with_its_reason(
+    api: TestClient, since: str, reason: str
+) -> None:
+    for path in ("/v1/insights/gaps", "/v1/insights/outcomes"):
+        refused = api.get(path, params={"since": since}, headers=STAFF)
+        assert (refused.status_code, refused.json()) == (422, {"detail": reason}), path
+    longest = api.get("/v1/insights/outcomes", params={"since": "3650d"}, headers=STAFF)
+    assert longest.status_code == 200, longest.text
+
+
 def test_a_period_ends_after_now_so_the_latest_turns_are_in_it() -> None:
     reporter = GapReporter(async_sessionmaker(), lambda: get_embedder())
     now = datetime(2026, 12, 2, 5, 51, 30, tzinfo=UTC)

@@ -123,7 +123,7 @@ def test_deleting_an_item_forgets_it_and_blanks_its_words_in_the_archive(
     assert forget(api, "api:shop:1", printer["id"])[0] == 404
 
 
-def test_a_telegram_chat_shows_each_sender_and_the_chat_shared_memory(
+def test_a_telegram_chat_shows_each_sender_with_their_own_facts_and_the_shared_memory(
     api: TestClient, settings: Settings
 ) -> None:
     fold_every_third_turn(settings)
@@ -131,7 +131,7 @@ def test_a_telegram_chat_shows_each_sender_and_the_chat_shared_memory(
     for user, author, text in [
         (2, "Bob", "Our company is a GmbH in Munich."),
         (1, "Ann", "How do I create an invoice?"),
-        (1, "Ann K.", "How do I record a payment?"),  # folds the first two: Bob's fact is shared
+        (1, "Ann K.", "How do I record a payment?"),  # folds the first two: Bob's fact is his
         (1, "Ann K.", "Remember that our currency is CHF"),
     ]:
         request = TurnRequest(
@@ -141,13 +141,13 @@ def test_a_telegram_chat_shows_each_sender_and_the_chat_shared_memory(
         api.portal.call(runtime.chat.handle_turn, request)  # type: ignore[union-attr]
     people = memory(api, "telegram:-100")["people"]
     assert [(p["scope"], p["who"], [i["text"] for i in p["items"]]) for p in people] == [
-        ("telegram|-100|2", "Bob", []),
+        ("telegram|-100|2", "Bob", ["Our company is a GmbH in Munich."]),
         ("telegram|-100|1", "Ann K.", ["our currency is CHF"]),
-        ("telegram|-100|*", "everyone in the chat", ["Bob: Our company is a GmbH in Munich."]),
+        ("telegram|-100|*", "everyone in the chat", []),
     ]
-    shared = people[2]["items"][0]
-    assert forget(api, "telegram:-100", shared["id"]) == (200, {"forgotten": 1})
-    assert memory(api, "telegram:-100")["people"][2]["items"] == []
+    bobs = people[0]["items"][0]
+    assert forget(api, "telegram:-100", bobs["id"]) == (200, {"forgotten": 1})
+    assert memory(api, "telegram:-100")["people"][0]["items"] == []
 
 
 def test_people_whose_audience_is_not_remembered_are_not_listed(

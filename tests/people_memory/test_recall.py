@@ -136,7 +136,7 @@ async def test_a_forgotten_fact_leaves_every_archive_of_the_person(
     await folded_statement(service, "api:acme:2", ACME, statement)  # said again, archived
     async with pg_sessions() as session:
         assert [i.text for i in await store.active_items(session, [ACME])] == [statement]
-        assert await store.forget(session, ACME) == 1
+        assert (await store.forget(session, ACME)).items == 1
         await session.commit()
     recalled = await said(service, "api:acme:3", ACME, "recall: Brother printer room")
     assert recalled == "Nothing in the archive matches."

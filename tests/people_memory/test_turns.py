@@ -15,14 +15,15 @@ from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.chat.types import TurnRequest
 from app.db import queries
-from app.db.models import Conversation, LLMCall, MemoryItem, Summary
+from app.db.models import Conversation, LLMCall, MemoryItem, Message, Summary
 from app.memory import store
 from app.memory.scope import api_scope, telegram_scope, widget_scope
-from app.memory.store import BLOCK_HEADING, FORGOTTEN
+from app.memory.store import FORGOTTEN
 from app.memory.turns import PeopleMemory
 from app.runtime import agent_factory
 from app.settings import Settings
 from tests.fakes import ARTICLES, CapturingChatModel, KeywordRetriever
+from tests.people_memory.test_block import block_of
 
 ACME = api_scope("api:acme:", "p-17")
 
@@ -65,11 +66,7 @@ async def test_a_returning_person_gets_the_block_once_and_the_same_prefix_each_t
 
     sent = first_turn[0][0]
     assert isinstance(sent, SystemMessage)
-    day = f"{datetime.now(UTC):%Y-%m-%d}"
-    assert system_blocks(sent) == [
-        settings.chat.system_prompt,
-        f"{BLOCK_HEADING}\n- {day}: our currency is CHF",
-    ]
+    assert system_blocks(sent) == [settings.chat.system_prompt, block_of("our currency is CHF")]
     # The second turn's first request starts with everything the first turn sent last.
     assert extends(first_turn[-1], model.calls[0].messages)
 
@@ -96,33 +93,59 @@ async def test_memory_stays_in_its_tenant_chat_and_staff_member(
         assert system_blocks(model.calls[0].messages[0]) == [settings.chat.system_prompt], stranger
 
 
+async def said_ids(sessions: async_sessionmaker[AsyncSession], key: str) -> list[int]:
+    """The ids of the conversation's user messages, in order."""
+    async with sessions() as session:
+        return list(
+            await session.scalars(
+                select(Message.id)
+                .join(Conversation, Conversation.id == Message.conversation_id)
+                .where(Conversation.key == key, Message.role == "user")
+                .order_by(Message.seq)
+            )
+        )
+
+
 async def test_a_telegram_chat_shares_what_others_said_and_memory_can_be_off(
     service: ChatService,
     model: CapturingChatModel,
     settings: Settings,
     pg_sessions: async_sessionmaker[AsyncSession],
 ) -> None:
+    ann, dora = telegram_scope(-100, 1), telegram_scope(-100, 4)
+    for author, scope, text in [
+        ("Ann", ann, "Bob said: our company is a GmbH in Munich. We run GnuCash 4 on Linux."),
+        ("Dora", dora, "We have two offices, one in Graz."),
+    ]:
+        await service.handle_turn(
+            TurnRequest("telegram", "telegram:-100", "client", author, text, memory_scope=scope)
+        )
+    ann_said, dora_said = await said_ids(pg_sessions, "telegram:-100")
     summary = (
         "Summary of the earlier conversation (#N = recall id for recall_history)\n"
-        "Participants: Ann, Bob\n"
+        "Participants: Ann, Bob, Dora\n"
         "Facts and constraints users stated:\n"
-        "- Ann: we run GnuCash 4 on Linux (#3)\n"
-        "- Bob: our company is a GmbH in Munich (#5)\n"
+        f"- Ann: we run GnuCash 4 on Linux (#{ann_said})\n"
+        f"- Bob: our company is a GmbH in Munich (#{ann_said})\n"
+        f"- Ann: we have two offices, one in Graz (#{dora_said})\n"  # Dora's, named Ann
+        "- Ann: we pay in euros\n"  # no source: nobody's
     )
     people = PeopleMemory(settings.memory)
-    sessions = pg_sessions
-    ann = telegram_scope(-100, 1)
-    async with sessions() as session:
-        await people.write(session, ann, "telegram:-100", "Ann", None, summary, folded={"3", "5"})
+    async with pg_sessions() as session:
+        conversation = await queries.get_conversation(session, "telegram:-100")
+        assert conversation is not None
+        folded = {str(i): [i] for i in (ann_said, dora_said)}
+        await people.write(session, ann, conversation, None, summary, folded)
         await session.commit()
-    async with sessions() as session:
-        kept = {
-            (i.scope, i.text) for i in await store.active_items(session, [ann, "telegram|-100|*"])
-        }
+    async with pg_sessions() as session:
+        scopes = [ann, dora, "telegram|-100|*"]
+        kept = {(i.scope, i.text) for i in await store.active_items(session, scopes)}
     assert kept == {
         (ann, "we run GnuCash 4 on Linux"),
         ("telegram|-100|*", "Bob: our company is a GmbH in Munich"),
+        ("telegram|-100|*", "Ann: we have two offices, one in Graz"),
     }
+    model.calls.clear()
     await service.handle_turn(
         TurnRequest("telegram", "telegram:-100:new", "client", "Carl", "Hi, a question on VAT",
                     memory_scope=telegram_scope(-100, 9))
@@ -175,7 +198,7 @@ async def test_a_forgotten_fact_does_not_come_back_with_the_next_fold(
 ) -> None:
     await fold_after(service, settings, "We run GnuCash 4 on Linux at our office.")
     async with pg_sessions() as session:
-        assert await store.forget(session, ACME) == 1
+        assert (await store.forget(session, ACME)).items == 1
         await session.commit()
     for text in ["How do I reconcile the bank?", "How do I close the year?"]:
         await service.handle_turn(ask("api:acme:1", text, ACME))
@@ -202,8 +225,8 @@ async def test_forget_removes_the_items_and_their_recall_hits(
     assert len(found) == 2  # and the search result that quotes it
 
     async with sessions() as session:
-        assert await store.forget(session, api_scope("api:globex:", "p-17")) == 0
-        assert await store.forget(session, ACME) == 1
+        assert not await store.forget(session, api_scope("api:globex:", "p-17"))
+        assert (await store.forget(session, ACME)).items == 1
         await session.commit()
         assert await store.active_items(session, [ACME]) == []
     assert await archive.search("Brother printer") == []

@@ -4,6 +4,7 @@ after the system prompt, and gone after /forget."""
 from app.settings import Settings
 from bot.handlers import FORGOTTEN, NOTHING_TO_FORGET
 from tests.fakes import CapturingChatModel
+from tests.people_memory.test_block import block_of
 from tests.telegram.conftest import RunBot
 from tests.telegram.fake_bot_api import FakeBotApi, chat, user
 
@@ -38,7 +39,7 @@ async def test_remembered_in_the_chat_after_a_reset_and_forgotten_on_request(
         bot_api.push(bot_api.message(GROUP, ANN, "/ask How do I create an invoice?"))
         await bot_api.wait_for_messages(8)
 
-    assert len(ann_after_reset) == 2 and ann_after_reset[1].endswith(": our currency is CHF")
+    assert ann_after_reset == [settings.chat.system_prompt, block_of("our currency is CHF")]
     assert ann_elsewhere == [settings.chat.system_prompt]
     assert [m["text"] for m in bot_api.sent()[4:6]] == [NOTHING_TO_FORGET, FORGOTTEN]
     assert system_blocks(model) == [settings.chat.system_prompt]
