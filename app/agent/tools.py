@@ -108,7 +108,7 @@ def _language_of(passage: Passage, documentation_language: str) -> str:
 
 
 def suggestions_text(passages: list[Passage]) -> str:
-    lines = [f"{n}. {p.title} ({p.source})" for n, p in enumerate(passages, start=1)]
+    lines = [f"{n}. {p.title} (source: {p.source})" for n, p in enumerate(passages, start=1)]
     return "\n".join([NOTHING_ANSWERS, *lines])
 
 
