@@ -103,6 +103,7 @@ def holds(question: str, question_language: str, passage: Passage, passage_langu
 
 
 def leads(passage: Passage, found: list[Passage]) -> bool:
-    """Whether `passage` is ahead of every passage of another page by `LEAD`."""
+    """Whether `passage` is ahead of every passage of another page by `LEAD` (always, from
+    a retriever that gives no scores: 0.0)."""
     others = [p.score for p in found if p.source != passage.source]
-    return not others or passage.score - max(others) >= LEAD
+    return not others or not passage.score or passage.score - max(others) >= LEAD
