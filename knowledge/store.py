@@ -257,10 +257,10 @@ class KnowledgeBase:
         return removed
 
     def replace_sample(
-        self, sample: Path, ingesting: Path, collection: str | None = None
+        self, sample: Path, ingesting: Path | None, collection: str | None = None
     ) -> Removed | None:
-        """Take the sample knowledge base out before the user's own folder goes in
-        (`knowledge.sources.replace_sample`)."""
+        """Take the sample knowledge base out before the user's own folder (or, None,
+        website) goes in (`knowledge.sources.replace_sample`)."""
         return replace_sample(self.knowledge, collection or self.collection, sample, ingesting)
 
     def calibrate(self, collection: str | None = None) -> CollectionCalibration | None:
