@@ -2,6 +2,7 @@
 disappear between syncs, mirrored into a collection."""
 
 import contextlib
+import gzip
 import hashlib
 import socket
 import threading
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 from app.settings import KnowledgeSettings, get_settings
 from knowledge import cli
 from knowledge.store import KnowledgeBase
-from knowledge.sync import SiteUnavailable, sync_site
+from knowledge.sync import SiteUnavailable, sitemap_entries, sync_site
 from tests.knowledge.test_cli_errors import one_line_error
 
 ALLOWED = KnowledgeSettings(sync_allow_private_addresses=True)
@@ -349,3 +350,29 @@ def test_the_command_reports_the_counts_and_one_line_for_a_site_that_is_down(
     not_a_url = runner.invoke(cli.app, ["sync", "ftp://example.org/help/"])
     assert "not an http(s) URL" in one_line_error(not_a_url, 2)
     assert _sources(kb) == before
+
+    # A synced site is taken out by its URL, as a folder by its path.
+    removed = runner.invoke(cli.app, ["remove", help_center.url("/help/")])
+    assert removed.exit_code == 0, removed.output
+    assert "site: documents -4" in removed.output and not _sources(kb)
+
+
+def test_a_gzipped_sitemap_index_lists_its_sitemaps_and_a_bomb_is_refused() -> None:
+    index = (
+        b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        b"<sitemap><loc>https://help.example.com/docs/pages.xml</loc></sitemap>"
+        b"</sitemapindex>"
+    )
+    url = "https://help.example.com/sitemap.xml.gz"
+    assert sitemap_entries(url, gzip.compress(index), 10_000) == (
+        [],
+        ["https://help.example.com/docs/pages.xml"],
+    )
+    plain = (
+        b"<urlset><url><loc> /docs/a.html#top </loc></url><url><loc>ftp://x/</loc></url></urlset>"
+    )
+    assert sitemap_entries(url, plain, 10_000) == (["https://help.example.com/docs/a.html"], [])
+    with pytest.raises(SiteUnavailable, match="unpacks to more than 10,000 bytes"):
+        sitemap_entries(url, gzip.compress(b" " * 20_000 + index), 10_000)
+    with pytest.raises(SiteUnavailable, match="is not a sitemap"):
+        sitemap_entries(url, b"<html><p>Sitemap</html", 10_000)
