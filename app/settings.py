@@ -242,6 +242,23 @@ class KnowledgeSettings(BaseModel):
         description="collection (or `collection/folder/`) -> the public URL its sources are "
         "published under; a citation then links to base URL + the rest of its source path",
     )
+    sync_max_pages: int = Field(
+        5000, gt=0, description="pages one `supportbot kb sync` reads at most"
+    )
+    sync_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="whole time `kb sync` gives one page (connect, headers, body, redirects)",
+    )
+    sync_max_page_bytes: int = Field(
+        20_000_000, gt=0, description="a larger page (or sitemap) is reported, not ingested"
+    )
+    sync_allow_private_addresses: bool = Field(
+        False,
+        description="let `kb sync` open loopback and private addresses (a help center on "
+        "your own network; tests); off, a site resolving to one is refused as the web "
+        "expert refuses it",
+    )
 
     _http_addresses = field_validator("qdrant_url")(web_address)
 

@@ -1,4 +1,5 @@
-"""`supportbot kb …`: ingest folders, search, inspect and benchmark the knowledge base.
+"""`supportbot kb …`: ingest folders, sync websites, search, inspect and benchmark the
+knowledge base.
 
 A user's mistake (a missing folder, a store another process holds, a collection that does
 not exist, a bad setting) is one line on stderr and a non-zero exit, never a traceback.
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
     from knowledge import bench
     from knowledge.client import KnowledgeClient
     from knowledge.embeddings import Embedder
-    from knowledge.ingest import IngestReport, ProgressCallback
+    from knowledge.ingest import IngestReport
     from knowledge.relevance import Calibration, LabelledQuestion
     from knowledge.store import KnowledgeBase
+    from knowledge.sync import SyncReport
 
 app = typer.Typer(help="Knowledge base: ingest documentation, search it, measure it.")
 # The store's start-up notice (an old local-mode store) is these commands' own error line;
@@ -196,8 +198,26 @@ def _documents(path: Path, what: str = "documents") -> list[Path]:
     return files
 
 
+class _ProgressBar:
+    """A progress bar advanced once per document, whose total may grow (a site's pages
+    are listed as its links are followed)."""
+
+    def __init__(self, bar: Any, task: Any) -> None:
+        self._bar = bar
+        self._task = task
+
+    def __call__(self, source: str) -> None:
+        from knowledge.ingest import BUILDING_INDEX, CALIBRATING
+
+        step = 0 if source in (BUILDING_INDEX, CALIBRATING) else 1
+        self._bar.update(self._task, advance=step, source=source)
+
+    def listed(self, pages: int) -> None:
+        self._bar.update(self._task, total=pages)
+
+
 @contextmanager
-def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]:
+def _file_progress(description: str, total: int | None) -> Iterator[_ProgressBar]:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -205,8 +225,6 @@ def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]
         TextColumn,
         TimeElapsedColumn,
     )
-
-    from knowledge.ingest import BUILDING_INDEX, CALIBRATING
 
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -217,10 +235,7 @@ def _file_progress(description: str, total: int) -> Iterator["ProgressCallback"]
         console=_console(),
         transient=True,
     ) as bar:
-        task = bar.add_task(description, total=total, source="")
-        yield lambda source: bar.update(
-            task, advance=0 if source in (BUILDING_INDEX, CALIBRATING) else 1, source=source
-        )
+        yield _ProgressBar(bar, bar.add_task(description, total=total, source=""))
 
 
 def _ingest_with_progress(
@@ -230,10 +245,10 @@ def _ingest_with_progress(
         return kb.ingest(path, collection, progress=progress)
 
 
-def _print_report(report: "IngestReport") -> None:
+def _print_report(report: "IngestReport", documents: str = "documents") -> None:
     console = _console()
     console.print(
-        f"[bold]{report.collection}[/]: documents +{report.documents_added} "
+        f"[bold]{report.collection}[/]: {documents} +{report.documents_added} "
         f"~{report.documents_updated} -{report.documents_deleted} ={report.documents_unchanged}; "
         f"chunks +{report.chunks_added} -{report.chunks_deleted} ={report.chunks_unchanged}; "
         f"{len(report.skipped)} pages without text skipped; {report.seconds:.1f} s"
@@ -269,6 +284,63 @@ def ingest(
         raise typer.Exit(1)
 
 
+@app.command()
+def sync(
+    url: Annotated[
+        str,
+        typer.Argument(
+            help="the help center: its start page or folder (https://help.example.com/docs/), "
+            "or its sitemap.xml",
+            show_default=False,
+        ),
+    ],
+    collection: CollectionOption = None,
+) -> None:
+    """Mirror a website into the knowledge base: the pages its sitemap lists (or, without
+    one, those linked from the start page) under the URL's folder, as robots.txt allows;
+    new and changed pages are (re)indexed, pages that are gone or no longer listed are
+    removed, unchanged ones are not downloaded again (conditional GET); then calibrate.
+    Citations link to the pages."""
+    from knowledge.sync import SiteUnavailable, sync_site
+
+    settings = _settings().knowledge
+    with _knowledge_base() as kb:
+        try:
+            with _file_progress(f"Syncing {url}", None) as progress:
+                report = sync_site(
+                    kb, url, settings, collection, progress, sample=settings.sample_path
+                )
+        except ValueError as exc:
+            _fail(str(exc), 2)
+        except SiteUnavailable as exc:
+            _fail(f"{exc}; {collection or kb.collection!r} is left as it was")
+        calibration = kb.calibration(collection)
+    _print_sync_report(report)
+    if calibration:
+        _console().print(f"calibrated: {_thresholds(calibration.thresholds)}")
+    if report.ingest.errors:
+        raise typer.Exit(1)
+
+
+def _print_sync_report(report: "SyncReport") -> None:
+    console = _console()
+    if report.replaced_sample:
+        console.print(
+            f"the sample knowledge base ({report.replaced_sample.documents} documents) was "
+            f"removed from {report.ingest.collection!r}: your documentation replaces it"
+        )
+    console.print(
+        f"{report.site}: {report.listed} pages listed by {report.listed_by}; "
+        f"{report.not_modified} not modified (304), {report.gone} gone (404/410), "
+        f"{report.disallowed} disallowed by robots.txt",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for url, what in report.not_documents.items():
+        console.print(f"not a document: {url}: {what}", highlight=False, soft_wrap=True)
+    _print_report(report.ingest, "pages")
+
+
 def _thresholds(thresholds: dict[str, float]) -> str:
     """How `kb ingest` and `kb stats` show a calibration: one threshold per question
     language, "other" for the rest."""
@@ -281,8 +353,8 @@ def remove(
     source: Annotated[
         str | None,
         typer.Argument(
-            help="an ingested folder, or a document's path inside it (`kb stats` lists the "
-            "folders)",
+            help="an ingested folder or synced site, or a document's path inside it or a "
+            "page's URL (`kb stats` lists the folders and sites)",
             show_default=False,
         ),
     ] = None,
@@ -291,8 +363,8 @@ def remove(
     ] = False,
     collection: CollectionOption = None,
 ) -> None:
-    """Take an ingested folder or one document out of the knowledge base (or --all), and
-    calibrate what is left."""
+    """Take an ingested folder or synced site, or one document, out of the knowledge base
+    (or --all), and calibrate what is left."""
     if (source is None) == (not everything):
         _fail("give a folder or document to remove, or --all", 2)
     with _knowledge_base() as kb:
@@ -302,13 +374,15 @@ def remove(
             removed = kb.remove(name)
         else:
             assert source is not None
-            folder = str(Path(source).expanduser().resolve())
+            # A synced site's root and pages are URLs, taken as they are.
+            website = source.startswith(("https://", "http://"))
+            folder = source if website else str(Path(source).expanduser().resolve())
             from knowledge.sources import documents_by_root
 
             if folder in documents_by_root(kb.knowledge, name):
                 removed = kb.remove(name, root=folder)
             else:
-                removed = kb.remove(name, source=Path(source).as_posix())
+                removed = kb.remove(name, source=source if website else Path(source).as_posix())
     if not removed.documents:
         _fail(
             f"nothing ingested from {source!r} in {name!r}: `supportbot kb stats` lists the folders"

@@ -1,27 +1,28 @@
-"""Ingestion: a folder of documents mirrored into a Qdrant collection.
+"""Ingestion: a folder of documents (or a website's pages, `knowledge.sync`) mirrored
+into a Qdrant collection.
 
 Every chunk is a point with a dense vector (the embedder) and a BM25 sparse vector. Each
-file's fingerprint (its bytes, the embedder and the chunking settings) is stored with its
-chunks, so re-ingesting skips unchanged files, replaces the chunks of changed ones and
-deletes those of files that are gone. Only chunks ingested from the same folder are
-compared, so several folders can share a collection.
+document's fingerprint (its bytes, the embedder and the chunking settings) is stored with
+its chunks, so re-ingesting skips unchanged documents, replaces the chunks of changed ones
+and deletes those of documents that are gone. Only chunks ingested from the same root (a
+folder, a site) are compared, so several roots can share a collection.
 """
 
 import hashlib
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from knowledge import sparse
 from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
 from knowledge.client import DENSE, SPARSE, KnowledgeClient
 from knowledge.embeddings import Embedder
-from knowledge.loaders import SUPPORTED_SUFFIXES, Document, LoadError, load_document
+from knowledge.loaders import SUPPORTED_SUFFIXES, Document, LoadError, parse_document
 from knowledge.roots import OutsideRoots, read_confined
 
 # Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
@@ -29,7 +30,7 @@ INDEX_VERSION = "2"
 EMBED_BATCH = 64
 _POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
 
-# Called once per file with its source path, then with BUILDING_INDEX if anything changed.
+# Called once per document with its source, then with BUILDING_INDEX if anything changed.
 ProgressCallback = Callable[[str], None]
 BUILDING_INDEX = "building the search index (HNSW)"
 CALIBRATING = 'calibrating "not in the docs" on the collection'  # then, by the knowledge base
@@ -59,12 +60,45 @@ class IngestReport:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class RawDocument:
+    """A document's bytes, read from a file or downloaded, under the source its passages
+    cite. `suffix` names the loader that reads it (one of SUPPORTED_SUFFIXES), `location`
+    the path its language and, without a title, its name are read from; `stored` goes into
+    its passages' payloads (a page's HTTP validators)."""
+
+    source: str
+    raw: bytes
+    suffix: str
+    location: PurePath
+    stored: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A document that could not be read this time: its stored passages stay."""
+
+    source: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """A document its origin says has not changed (HTTP 304): its stored passages stay."""
+
+    source: str
+
+
+Reading = RawDocument | Unreadable | Unchanged
+
+
 @dataclass
 class _PendingDocument:
     document: Document
     fingerprint: str
     chunks: list[Chunk]
     replaces: int  # chunks of the previous version to delete (0 for a new document)
+    stored: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -88,45 +122,62 @@ class Ingester:
         """Mirror a folder (or add one file) into a collection; see the module docstring.
         With `confined_to` (resolved roots: a path from the network), each file is read
         through a descriptor checked to lie under them (knowledge/roots.py)."""
-        started = time.perf_counter()
         path = path.resolve()
         if not path.exists():
             raise FileNotFoundError(f"no such file or folder: {path}")
         root = path if path.is_dir() else path.parent
-        files = discover_files(path)
+        return self.ingest_documents(
+            collection,
+            str(root),
+            _read_files(discover_files(path), root, confined_to),
+            progress,
+            complete=path.is_dir(),  # one file says nothing about its folder's other files
+        )
+
+    def ingest_documents(
+        self,
+        collection: str,
+        root: str,
+        readings: Iterable[Reading],
+        progress: ProgressCallback | None = None,
+        *,
+        complete: bool,
+    ) -> IngestReport:
+        """Write what was read from `root` into a collection: new and changed documents are
+        (re)indexed, unchanged ones skipped by their fingerprint. `complete`: `readings`
+        name every document `root` has now, so the stored ones they do not name are
+        deleted. Readings are consumed as they come (a download may make each)."""
+        started = time.perf_counter()
         report = IngestReport(collection=collection)
         self._ensure_collection(collection)
-        stored = self._stored_documents(collection, str(root))
+        stored = self._stored_documents(collection, root)
         pending: list[_PendingDocument] = []
         seen: set[str] = set()
         vectors_by_text: dict[str, Any] = {}
-        # A batch is embedded and written by one worker while the next files are read and
-        # chunked here: the embedder's threads release the GIL, so reading the HTML no
+        # A batch is embedded and written by one worker while the next documents are read
+        # and chunked here: the embedder's threads release the GIL, so reading the HTML no
         # longer leaves the cores idle between batches (one batch at a time in flight).
         with ThreadPoolExecutor(1, thread_name_prefix="ingest-write") as writer:
             writing: Future[None] | None = None
-            for file in files:
-                source = file.relative_to(root).as_posix()
-                seen.add(source)
-                self._ingest_file(
-                    file, root, source, stored.get(source), pending, report, confined_to
-                )
+            for reading in readings:
+                seen.add(reading.source)
+                self._take(reading, stored.get(reading.source), pending, report)
                 if sum(len(item.chunks) for item in pending) >= EMBED_BATCH:
                     if writing:
                         writing.result()
                     writing = writer.submit(
-                        self._write, collection, str(root), pending, report, vectors_by_text
+                        self._write, collection, root, pending, report, vectors_by_text
                     )
                     pending = []
                 if progress:
-                    progress(source)
+                    progress(reading.source)
             if writing:
                 writing.result()
-        self._write(collection, str(root), pending, report, vectors_by_text)
-        if path.is_dir():  # a single file says nothing about its folder's other files
+        self._write(collection, root, pending, report, vectors_by_text)
+        if complete:
             for source, (_, chunk_count) in stored.items():
                 if source not in seen:
-                    self._delete_document(collection, str(root), source)
+                    self._delete_document(collection, root, source)
                     report.documents_deleted += 1
                     report.chunks_deleted += chunk_count
         if report.changed:  # this process's searches see the new passages at once
@@ -140,40 +191,35 @@ class Ingester:
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
-    def _ingest_file(
+    def _take(
         self,
-        file: Path,
-        root: Path,
-        source: str,
+        reading: Reading,
         previous: tuple[str, int] | None,
         pending: list[_PendingDocument],
         report: IngestReport,
-        confined_to: Sequence[Path],
     ) -> None:
-        try:
-            raw = read_confined(file, confined_to) if confined_to else file.read_bytes()
-        except OutsideRoots as refused:
-            report.errors[source] = f"refused: {refused}"
+        """Count a reading, and queue its document to be written when it is new or changed."""
+        if isinstance(reading, Unreadable):
+            report.errors[reading.source] = reading.message
             return
-        except OSError as exc:
-            report.errors[source] = f"cannot read: {exc.strerror or exc}"
-            return
-        fingerprint = self._fingerprint(raw)
-        if previous and previous[0] == fingerprint:
+        fingerprint = "" if isinstance(reading, Unchanged) else self._fingerprint(reading.raw)
+        if isinstance(reading, Unchanged) or (previous and previous[0] == fingerprint):
             report.documents_unchanged += 1
-            report.chunks_unchanged += previous[1]
+            report.chunks_unchanged += previous[1] if previous else 0
             return
         try:
-            document = load_document(file, root, raw)
+            document = parse_document(reading.source, reading.location, reading.raw, reading.suffix)
         except LoadError as exc:
             if exc.nothing_to_index:
-                report.skipped[source] = str(exc)
+                report.skipped[reading.source] = str(exc)
             else:
-                report.errors[source] = str(exc)
+                report.errors[reading.source] = str(exc)
             return
         chunks = chunk_document(document, self.chunk_tokens, self.min_chunk_tokens)
         pending.append(
-            _PendingDocument(document, fingerprint, chunks, previous[1] if previous else 0)
+            _PendingDocument(
+                document, fingerprint, chunks, previous[1] if previous else 0, reading.stored
+            )
         )
         if previous:
             report.documents_updated += 1
@@ -236,6 +282,7 @@ class Ingester:
                     "root": root,
                     "fingerprint": item.fingerprint,
                     "chunk": index,
+                    **item.stored,
                 },
             )
             for (item, index, indexed_text, chunk), vector in zip(items, vectors, strict=True)
@@ -274,3 +321,18 @@ def discover_files(path: Path) -> list[Path]:
         and file.suffix.lower() in SUPPORTED_SUFFIXES
         and not any(part.startswith(".") for part in file.relative_to(path).parts)
     )
+
+
+def _read_files(files: list[Path], root: Path, confined_to: Sequence[Path]) -> Iterator[Reading]:
+    """Each file's bytes, or why it cannot be read; with `confined_to`, through a
+    descriptor checked to lie under those roots."""
+    for file in files:
+        source = file.relative_to(root).as_posix()
+        try:
+            raw = read_confined(file, confined_to) if confined_to else file.read_bytes()
+        except OutsideRoots as refused:
+            yield Unreadable(source, f"refused: {refused}")
+        except OSError as exc:
+            yield Unreadable(source, f"cannot read: {exc.strerror or exc}")
+        else:
+            yield RawDocument(source, raw, file.suffix.lower(), PurePath(source))

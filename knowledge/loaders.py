@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from markdown_it import MarkdownIt
@@ -82,11 +82,17 @@ def load_document(path: Path, root: Path, raw: bytes | None = None) -> Document:
     """Read one file (or parse its bytes, read already); raises LoadError naming the
     problem (the caller names the file)."""
     source = path.relative_to(root).as_posix() if path != root else path.name
-    suffix = path.suffix.lower()
     try:
         raw = path.read_bytes() if raw is None else raw
     except OSError as exc:
         raise LoadError(f"cannot read: {exc.strerror or exc}") from exc
+    return parse_document(source, Path(source), raw, path.suffix.lower())
+
+
+def parse_document(source: str, location: PurePath, raw: bytes, suffix: str) -> Document:
+    """A document out of its bytes, read by the loader of `suffix` (one of
+    SUPPORTED_SUFFIXES); `location` is the path its language may be read from and its
+    name the title of a page without one (a file's relative path, a URL's path)."""
     if not raw.strip():
         raise LoadError("the file is empty")
     if suffix in HTML_SUFFIXES:
@@ -94,18 +100,21 @@ def load_document(path: Path, root: Path, raw: bytes | None = None) -> Document:
     elif suffix in MARKDOWN_SUFFIXES:
         title, language, sections = _load_markdown(raw)
     elif suffix in PDF_SUFFIXES:
-        title, language, sections = _load_pdf(raw, path.stem)
+        title, language, sections = _load_pdf(raw, location.stem)
     else:
         raise LoadError(f"unsupported file type {suffix!r}")
     sections = [s for s in sections if s.text.strip()]
     if not sections:
         raise LoadError("no text of its own (only navigation)", nothing_to_index=True)
     if language == UNKNOWN_LANGUAGE:
-        language = language_from_path(Path(source))
+        language = language_from_path(location)
     if language == UNKNOWN_LANGUAGE:
         language = language_of_text(title, sections)
     return Document(
-        source=source, title=title or path.stem, language=language, sections=tuple(sections)
+        source=source,
+        title=title or location.stem or source,
+        language=language,
+        sections=tuple(sections),
     )
 
 
@@ -120,7 +129,7 @@ def language_of_text(title: str, sections: list[Section]) -> str:
     return guess.language if guess.language in KNOWN_LANGUAGES else UNKNOWN_LANGUAGE
 
 
-def language_from_path(relative_path: Path) -> str:
+def language_from_path(relative_path: PurePath) -> str:
     for part in reversed(relative_path.parent.parts):
         code = re.split(r"[-_.]", part.lower())[-1]
         if code in KNOWN_LANGUAGES:

@@ -67,13 +67,14 @@ def holds_other_than(knowledge: KnowledgeClient, collection: str, root: Path) ->
 
 
 def replace_sample(
-    knowledge: KnowledgeClient, collection: str, sample: Path, ingesting: Path
+    knowledge: KnowledgeClient, collection: str, sample: Path, ingesting: Path | None
 ) -> Removed | None:
-    """Before the user's own folder is ingested: take the sample knowledge base out of the
-    collection (None when it is not there, or when the sample itself is being ingested)."""
+    """Before the user's own folder (or, `ingesting` None, website) is ingested: take the
+    sample knowledge base out of the collection (None when it is not there, or when the
+    sample itself is being ingested)."""
     sample_root = str(sample.resolve())
-    folder = ingesting.resolve()
-    if (folder if folder.is_dir() else folder.parent) == Path(sample_root):
+    folder = ingesting.resolve() if ingesting else None
+    if folder and (folder if folder.is_dir() else folder.parent) == Path(sample_root):
         return None
     if sample_root not in documents_by_root(knowledge, collection):
         return None

@@ -13,7 +13,7 @@ search's signals are fused in one place.
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from knowledge.calibration.collection import (
 from knowledge.client import DENSE, KnowledgeClient, ScoredPoint, VectorQuery
 from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from knowledge.graph_cache import GraphCache, default_cache_folder
-from knowledge.ingest import CALIBRATING, Ingester, IngestReport, ProgressCallback
+from knowledge.ingest import CALIBRATING, Ingester, IngestReport, ProgressCallback, Reading
 from knowledge.ingest import discover_files as discover_files  # evals imports it from here
 from knowledge.keywords import KeywordIndex, query_language
 from knowledge.loaders import UNKNOWN_LANGUAGE
@@ -216,12 +216,31 @@ class KnowledgeBase:
         calibrate the collection when its passages changed or it has no calibration yet
         (`knowledge.calibration.collection`)."""
         name = collection or self.collection
-        report = self.ingester.ingest(path, name, progress, confined_to)
-        if report.changed or load_calibration(self.knowledge, name) is None:
+        return self._calibrated(self.ingester.ingest(path, name, progress, confined_to), progress)
+
+    def ingest_documents(
+        self,
+        root: str,
+        readings: Iterable[Reading],
+        collection: str | None = None,
+        progress: ProgressCallback | None = None,
+        *,
+        complete: bool,
+    ) -> IngestReport:
+        """Write documents read from `root` (e.g. a website's pages, `knowledge.sync`) into a
+        collection (`Ingester.ingest_documents`), then calibrate it as `ingest` does."""
+        name = collection or self.collection
+        report = self.ingester.ingest_documents(name, root, readings, progress, complete=complete)
+        return self._calibrated(report, progress)
+
+    def _calibrated(self, report: IngestReport, progress: ProgressCallback | None) -> IngestReport:
+        """Calibrate the report's collection when its passages changed or it has no
+        calibration yet (`knowledge.calibration.collection`)."""
+        if report.changed or load_calibration(self.knowledge, report.collection) is None:
             if progress:
                 progress(CALIBRATING)
             started = time.perf_counter()
-            self.calibrate(name)
+            self.calibrate(report.collection)
             report.calibration_seconds = round(time.perf_counter() - started, 3)
             report.seconds = round(report.seconds + report.calibration_seconds, 3)
         return report
@@ -238,10 +257,10 @@ class KnowledgeBase:
         return removed
 
     def replace_sample(
-        self, sample: Path, ingesting: Path, collection: str | None = None
+        self, sample: Path, ingesting: Path | None, collection: str | None = None
     ) -> Removed | None:
-        """Take the sample knowledge base out before the user's own folder goes in
-        (`knowledge.sources.replace_sample`)."""
+        """Take the sample knowledge base out before the user's own folder (or, None,
+        website) goes in (`knowledge.sources.replace_sample`)."""
         return replace_sample(self.knowledge, collection or self.collection, sample, ingesting)
 
     def calibrate(self, collection: str | None = None) -> CollectionCalibration | None:
