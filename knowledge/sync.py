@@ -36,7 +36,7 @@ from urllib.robotparser import RobotFileParser
 
 import httpx
 
-from app.agent.expert.fetch import MAX_REDIRECTS, FetchRefused, PageFetcher
+from app.agent.expert.fetch import FetchRefused, PageFetcher
 from app.settings import KnowledgeSettings
 from knowledge.ingest import IngestReport, RawDocument, Reading, Unchanged, Unreadable
 from knowledge.loaders import HTML_SUFFIXES, SUPPORTED_SUFFIXES
@@ -116,39 +116,22 @@ class SiteFetcher(PageFetcher):
             raise FetchRefused(f"{url} took longer than {self._timeout:g} s") from error
 
     async def _get(self, url: str, known: Mapping[str, Validators]) -> Response:
-        target = httpx.URL(url)
-        for _ in range(MAX_REDIRECTS + 1):
-            addresses = await self._checked_addresses(target)
-            sent = known.get(str(target), Validators()).headers()
-            async with httpx.AsyncClient(
-                timeout=self._timeout,
-                headers={"User-Agent": USER_AGENT, **sent},
-                verify=self._ssl_context,
-                trust_env=False,  # a proxy would resolve the host itself, unchecked
-            ) as client:
-                response = await self._send_pinned(client, target, addresses)
-                try:
-                    if response.is_redirect and "location" in response.headers:
-                        target = target.join(response.headers["location"])
-                        continue
-                    body = await self._read_capped(response) if response.status_code == 200 else b""
-                    if len(body) > self.max_bytes:
-                        raise FetchRefused(f"{target} is larger than {self.max_bytes:,} bytes")
-                    content_type = response.headers.get("content-type", "")
-                    return Response(
-                        str(target),
-                        response.status_code,
-                        content_type.split(";", 1)[0].strip().lower(),
-                        body,
-                        Validators(
-                            response.headers.get("etag"), response.headers.get("last-modified")
-                        ),
-                    )
-                except httpx.HTTPError as error:
-                    raise FetchRefused(f"{target} could not be fetched: {error}") from error
-                finally:
-                    await response.aclose()
-        raise FetchRefused(f"{url} redirects more than {MAX_REDIRECTS} times")
+        async def answered(target: httpx.URL, response: httpx.Response) -> Response:
+            body = await self._read_capped(response) if response.status_code == 200 else b""
+            if len(body) > self.max_bytes:
+                raise FetchRefused(f"{target} is larger than {self.max_bytes:,} bytes")
+            content_type = response.headers.get("content-type", "")
+            return Response(
+                str(target),
+                response.status_code,
+                content_type.split(";", 1)[0].strip().lower(),
+                body,
+                Validators(response.headers.get("etag"), response.headers.get("last-modified")),
+            )
+
+        return await self._follow(
+            url, answered, lambda target: known.get(str(target), Validators()).headers()
+        )
 
 
 def page_url(url: str) -> str:

@@ -5,12 +5,15 @@ import asyncio
 import ipaddress
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx
 import trafilatura
 from trafilatura.settings import Document
+
+T = TypeVar("T")  # what a fetch answers with
 
 READABLE_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
 MAX_REDIRECTS = 3
@@ -121,6 +124,27 @@ class PageFetcher:
 
     async def _download(self, url: str) -> tuple[bytes, str, str]:
         """The body (cut at `max_bytes`), its encoding and media type, redirects followed."""
+
+        async def readable(_: httpx.URL, response: httpx.Response) -> tuple[bytes, str, str]:
+            if response.status_code >= 400:
+                raise FetchRefused(f"{url} answered HTTP {response.status_code}")
+            content_type = response.headers.get("content-type", "text/html")
+            media_type = content_type.split(";", 1)[0].strip().lower()
+            if media_type not in READABLE_TYPES:
+                raise FetchRefused(f"{url} is {media_type}, not a readable page")
+            body = await self._read_capped(response)
+            return body, response.encoding or "utf-8", media_type
+
+        return await self._follow(url, readable)
+
+    async def _follow(
+        self,
+        url: str,
+        answer: Callable[[httpx.URL, httpx.Response], Awaitable[T]],
+        headers_for: Callable[[httpx.URL], Mapping[str, str]] = lambda _: {},
+    ) -> T:
+        """`answer` of the response `url` leads to, redirects followed, each hop's host
+        checked and pinned (`headers_for` a hop: what its request sends besides)."""
         target = httpx.URL(url)
         for _ in range(MAX_REDIRECTS + 1):
             addresses = await self._checked_addresses(target)
@@ -129,7 +153,7 @@ class PageFetcher:
             # the first name).
             async with httpx.AsyncClient(
                 timeout=self._timeout,
-                headers={"User-Agent": USER_AGENT},
+                headers={"User-Agent": USER_AGENT, **headers_for(target)},
                 verify=self._ssl_context,
                 trust_env=False,  # a proxy would resolve the host itself, unchecked
             ) as client:
@@ -138,14 +162,7 @@ class PageFetcher:
                     if response.is_redirect and "location" in response.headers:
                         target = target.join(response.headers["location"])
                         continue
-                    if response.status_code >= 400:
-                        raise FetchRefused(f"{url} answered HTTP {response.status_code}")
-                    content_type = response.headers.get("content-type", "text/html")
-                    media_type = content_type.split(";", 1)[0].strip().lower()
-                    if media_type not in READABLE_TYPES:
-                        raise FetchRefused(f"{url} is {media_type}, not a readable page")
-                    body = await self._read_capped(response)
-                    return body, response.encoding or "utf-8", media_type
+                    return await answer(target, response)
                 except httpx.HTTPError as error:
                     raise FetchRefused(f"{url} could not be fetched: {error}") from error
                 finally:
