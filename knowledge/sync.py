@@ -129,9 +129,10 @@ class SiteFetcher(PageFetcher):
                 Validators(response.headers.get("etag"), response.headers.get("last-modified")),
             )
 
-        return await self._follow(
-            url, answered, lambda target: known.get(str(target), Validators()).headers()
-        )
+        def headers(target: httpx.URL) -> dict[str, str]:
+            return {"User-Agent": USER_AGENT, **known.get(str(target), Validators()).headers()}
+
+        return await self._follow(url, answered, headers)
 
 
 def page_url(url: str) -> str:
