@@ -248,18 +248,28 @@ async def put_profile(
     return ProfileOut(key=key, profile=body.profile)
 
 
+def is_said(message: Message) -> bool:
+    """A message someone said in the chat (the client, the bot's answer, the support team),
+    not the model's work: its tool calls and their results."""
+    return message.role in ("user", "staff") or (
+        message.role == "assistant" and not message.tool_calls
+    )
+
+
 def shown_messages(
     messages: list[Message],
     feedback: dict[int, Feedback],
     knowledge: KnowledgeSettings,
-    memory_blocks: dict[int, str],
+    memory_blocks: dict[int, str] | None,
 ) -> list[MessageOut]:
     """The stored messages, each final answer as HTML too, with the citations its turn
-    produced and its latest rating; each turn's user message with the memory block the
-    turn sent the model."""
-    shown = [MessageOut.model_validate(m) for m in messages]
-    for out, message in zip(shown, messages, strict=True):
-        if message.role == "user":
+    produced and its latest rating; with `memory_blocks` (staff), every message, each
+    turn's user message with the memory block the turn sent the model; without (a client),
+    only what was said."""
+    said = messages if memory_blocks is not None else [m for m in messages if is_said(m)]
+    shown = [MessageOut.model_validate(m) for m in said]
+    for out, message in zip(shown, said, strict=True):
+        if message.role == "user" and memory_blocks is not None:
             out.memory_block = memory_blocks.get(message.turn)
         if message.role == "assistant" and not message.tool_calls:
             passages = (
@@ -282,12 +292,14 @@ def shown_messages(
 async def get_conversation(
     key: ReadableKey, chat: ChatServiceDep, caller: CallerDep, settings: SettingsDep
 ) -> ConversationOut:
-    """The whole transcript, including tool calls and what memory took out of the context;
-    each answer with its citations and its latest rating, each turn's message with the
-    memory block the turn sent the model."""
+    """The transcript, each answer with its citations and its latest rating. Staff get all
+    of it: tool calls and their results, what memory took out of the context, each turn's
+    message with the memory block the turn sent the model. Anyone else (an API key, an
+    anonymous caller) gets what was said: the client's messages, the answers and the
+    support team's replies."""
     conversation, messages = readable(key, caller, await chat.history(key))
     feedback = await chat.feedback(conversation)
-    blocks = await chat.memory_blocks(conversation)
+    blocks = await chat.memory_blocks(conversation) if caller.is_staff else None
     return ConversationOut(
         key=conversation.key,
         channel=conversation.channel,
