@@ -8,7 +8,7 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from app.api.auth import Caller, CallerDep, StaffDep, get_caller
+from app.api.auth import Caller, CallerDep, StaffFirst, get_caller, require_staff
 from app.api.deps import ChatServiceDep, SettingsDep
 from app.api.errors import documented
 from app.api.markdown import answer_html
@@ -45,6 +45,13 @@ T = TypeVar("T")
 
 router = APIRouter(
     prefix="/v1/conversations", tags=["conversations"], dependencies=[Depends(get_caller)]
+)
+# What staff alone may do to a conversation.
+staff_router = APIRouter(
+    prefix="/v1/conversations",
+    tags=["conversations"],
+    dependencies=[Depends(require_staff)],
+    route_class=StaffFirst,
 )
 
 ConversationKey = Annotated[
@@ -233,10 +240,8 @@ async def get_usage(key: ReadableKey, chat: ChatServiceDep, caller: CallerDep) -
     )
 
 
-@router.put("/{key}/profile", responses=documented(400, 401, 403, 404, 413, 422))
-async def put_profile(
-    key: ConversationKey, body: ProfileIn, chat: ChatServiceDep, _: StaffDep
-) -> ProfileOut:
+@staff_router.put("/{key}/profile", responses=documented(400, 401, 403, 404, 413, 422))
+async def put_profile(key: ConversationKey, body: ProfileIn, chat: ChatServiceDep) -> ProfileOut:
     """Staff only: give one conversation another memory profile than its audience's, from
     its next turn on (what earlier profiles cleared or folded stays so)."""
     try:
