@@ -49,10 +49,10 @@ TRACE_NAME = "chat-turn"
 SERVICE_NAME = "supportbot"
 
 
-def turn_owner(conversation_key: str, author: str | None) -> dict[str, str]:
-    """Whose a turn's spans are: the conversation is the Langfuse session, the person who
-    asked the user."""
-    return {"session_id": clip(conversation_key), "user_id": clip(author or "anonymous")}
+def turn_owner(conversation_key: str, author: str | None) -> tuple[str, str]:
+    """Whose a turn's spans are: the conversation is the Langfuse session (the first),
+    the person who asked the user (the second)."""
+    return clip(conversation_key), clip(author or "anonymous")
 
 
 def release() -> str:
@@ -166,9 +166,11 @@ class Tracer:
         labels = {"audience": audience, "profile": profile, "channel": channel}
         tags = [clip(f"{name}:{value}") for name, value in labels.items()]
         trace_id = self._client.create_trace_id()
+        session_id, user_id = turn_owner(conversation_key, author)
         with (
             propagate_attributes(
-                **turn_owner(conversation_key, author),
+                session_id=session_id,
+                user_id=user_id,
                 tags=tags,
                 trace_name=TRACE_NAME,
                 metadata={k: clip(v) for k, v in {**labels, "chat_model": model}.items()},
@@ -224,8 +226,10 @@ class Tracer:
         if self._client is not None:
             from langfuse import propagate_attributes
 
-            owner = turn_owner(conversation_key, author)
-            with propagate_attributes(**owner, tags=[clip(tag)], trace_name=TRACE_NAME):
+            session_id, user_id = turn_owner(conversation_key, author)
+            with propagate_attributes(
+                session_id=session_id, user_id=user_id, tags=[clip(tag)], trace_name=TRACE_NAME
+            ):
                 self._client.start_observation(trace_context={"trace_id": trace_id}, name=tag).end()
 
     def flush(self) -> None:
