@@ -48,14 +48,13 @@ def test_a_turn_answers_from_the_sample_kb_and_is_stored(
     assert "New invoice" in cited["excerpt"]
     assert reply["usage"]["llm_calls"] == 2 and reply["usage"]["input_tokens"] > 0
 
-    history = client.get("/v1/conversations/demo").json()
+    history = client.get("/v1/conversations/demo").json()  # what was said, to a client
     assert [(m["role"], m["author"]) for m in history["messages"]] == [
         ("user", "Ann"),
         ("assistant", None),
-        ("tool", None),
-        ("assistant", None),
     ]
     assert history["messages"][-1]["content"] == reply["text"]
+    assert count(settings, Message.id) == 4  # the search's call and result too
     assert count(settings, LLMCall.id) == 2
 
 

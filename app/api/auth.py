@@ -12,12 +12,14 @@ them), so nobody can post into a chat, or claim its key first, by guessing it.
 import ipaddress
 import logging
 import secrets
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Request, Response, status
+from fastapi.routing import APIRoute
 
-from app.api.deps import SettingsDep
+from app.api.deps import SettingsDep, get_app_settings, get_runtime
 from app.settings import RESERVED_KEY_PREFIXES, WidgetSettings, staff_name, widget_key_prefix
 
 log = logging.getLogger(__name__)
@@ -178,3 +180,38 @@ async def require_staff(caller: Annotated[Caller, Depends(get_caller)]) -> Calle
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
 StaffDep = Annotated[Caller, Depends(require_staff)]
+
+
+Guard = Callable[[Request], Awaitable[object]]
+
+
+def guarded_first(guard: Guard) -> type[APIRoute]:
+    """A route class whose routes run `guard` before anything else. Dependencies run before
+    path, query and body fields are validated, but FastAPI parses a JSON body before it
+    solves any dependency: a malformed body would tell a caller the guard refuses 422 and
+    how the body is formed. The guard raises the refusal; the route's own dependencies
+    still give the endpoint its caller."""
+
+    class GuardedFirst(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handler = super().get_route_handler()
+
+            async def guarded(request: Request) -> Response:
+                await guard(request)
+                return await handler(request)
+
+            return guarded
+
+    return GuardedFirst
+
+
+async def request_caller(request: Request) -> Caller:
+    """`get_caller` outside FastAPI's dependencies (a guard's)."""
+    return await get_caller(request, await get_app_settings(await get_runtime(request)))
+
+
+async def staff_request(request: Request) -> Any:
+    return await require_staff(await request_caller(request))
+
+
+StaffFirst = guarded_first(staff_request)

@@ -10,7 +10,7 @@ import logging
 from fastapi import APIRouter, Depends, HTTPException, status
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.auth import Caller, StaffDep, require_staff
+from app.api.auth import Caller, StaffDep, StaffFirst, require_staff
 from app.api.conversations import ConversationKey
 from app.api.deps import RuntimeDep
 from app.api.errors import documented
@@ -24,7 +24,10 @@ from app.memory.scope import is_staff, widget_scope
 log = logging.getLogger(__name__)
 
 router = APIRouter(
-    prefix="/v1/conversations", tags=["people"], dependencies=[Depends(require_staff)]
+    prefix="/v1/conversations",
+    tags=["people"],
+    dependencies=[Depends(require_staff)],
+    route_class=StaffFirst,
 )
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from app.api.auth import Caller, CallerDep, StaffDep, get_caller
+from app.api.auth import Caller, CallerDep, StaffFirst, get_caller, require_staff
 from app.api.deps import ChatServiceDep, SettingsDep
 from app.api.errors import documented
 from app.api.markdown import answer_html
@@ -45,6 +45,13 @@ T = TypeVar("T")
 
 router = APIRouter(
     prefix="/v1/conversations", tags=["conversations"], dependencies=[Depends(get_caller)]
+)
+# What staff alone may do to a conversation.
+staff_router = APIRouter(
+    prefix="/v1/conversations",
+    tags=["conversations"],
+    dependencies=[Depends(require_staff)],
+    route_class=StaffFirst,
 )
 
 ConversationKey = Annotated[
@@ -233,10 +240,8 @@ async def get_usage(key: ReadableKey, chat: ChatServiceDep, caller: CallerDep) -
     )
 
 
-@router.put("/{key}/profile", responses=documented(400, 401, 403, 404, 413, 422))
-async def put_profile(
-    key: ConversationKey, body: ProfileIn, chat: ChatServiceDep, _: StaffDep
-) -> ProfileOut:
+@staff_router.put("/{key}/profile", responses=documented(400, 401, 403, 404, 413, 422))
+async def put_profile(key: ConversationKey, body: ProfileIn, chat: ChatServiceDep) -> ProfileOut:
     """Staff only: give one conversation another memory profile than its audience's, from
     its next turn on (what earlier profiles cleared or folded stays so)."""
     try:
@@ -248,18 +253,28 @@ async def put_profile(
     return ProfileOut(key=key, profile=body.profile)
 
 
+def is_said(message: Message) -> bool:
+    """A message someone said in the chat (the client, the bot's answer, the support team),
+    not the model's work: its tool calls and their results."""
+    return message.role in ("user", "staff") or (
+        message.role == "assistant" and not message.tool_calls
+    )
+
+
 def shown_messages(
     messages: list[Message],
     feedback: dict[int, Feedback],
     knowledge: KnowledgeSettings,
-    memory_blocks: dict[int, str],
+    memory_blocks: dict[int, str] | None,
 ) -> list[MessageOut]:
     """The stored messages, each final answer as HTML too, with the citations its turn
-    produced and its latest rating; each turn's user message with the memory block the
-    turn sent the model."""
-    shown = [MessageOut.model_validate(m) for m in messages]
-    for out, message in zip(shown, messages, strict=True):
-        if message.role == "user":
+    produced and its latest rating; with `memory_blocks` (staff), every message, each
+    turn's user message with the memory block the turn sent the model; without (a client),
+    only what was said."""
+    said = messages if memory_blocks is not None else [m for m in messages if is_said(m)]
+    shown = [MessageOut.model_validate(m) for m in said]
+    for out, message in zip(shown, said, strict=True):
+        if message.role == "user" and memory_blocks is not None:
             out.memory_block = memory_blocks.get(message.turn)
         if message.role == "assistant" and not message.tool_calls:
             passages = (
@@ -282,12 +297,14 @@ def shown_messages(
 async def get_conversation(
     key: ReadableKey, chat: ChatServiceDep, caller: CallerDep, settings: SettingsDep
 ) -> ConversationOut:
-    """The whole transcript, including tool calls and what memory took out of the context;
-    each answer with its citations and its latest rating, each turn's message with the
-    memory block the turn sent the model."""
+    """The transcript, each answer with its citations and its latest rating. Staff get all
+    of it: tool calls and their results, what memory took out of the context, each turn's
+    message with the memory block the turn sent the model. Anyone else (an API key, an
+    anonymous caller) gets what was said: the client's messages, the answers and the
+    support team's replies."""
     conversation, messages = readable(key, caller, await chat.history(key))
     feedback = await chat.feedback(conversation)
-    blocks = await chat.memory_blocks(conversation)
+    blocks = await chat.memory_blocks(conversation) if caller.is_staff else None
     return ConversationOut(
         key=conversation.key,
         channel=conversation.channel,

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, status
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, status
 from pydantic import BaseModel, Field, field_validator
 
-from app.api.auth import Caller, CallerDep
+from app.api.auth import Caller, CallerDep, guarded_first, request_caller
 from app.api.deps import ChatServiceDep
 from app.api.errors import documented
 from app.api.schemas import ErrorOut, MessageOut, Text, UtcDatetime
@@ -28,6 +28,10 @@ def staff_only(caller: CallerDep) -> Caller:
     return caller
 
 
+async def staff_only_request(request: Request) -> Caller:
+    return staff_only(await request_caller(request))
+
+
 def handoff_service(chat: ChatServiceDep) -> HandoffService:
     if chat.handoffs is None:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "handoffs are not set up")
@@ -38,7 +42,12 @@ StaffOnly = Annotated[Caller, Depends(staff_only)]
 Handoffs = Annotated[HandoffService, Depends(handoff_service)]
 HandoffId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
-router = APIRouter(prefix="/v1/handoffs", tags=["handoffs"], dependencies=[Depends(staff_only)])
+router = APIRouter(
+    prefix="/v1/handoffs",
+    tags=["handoffs"],
+    dependencies=[Depends(staff_only)],
+    route_class=guarded_first(staff_only_request),
+)
 
 CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorOut, "description": "claimed by another staff member, or resolved"}

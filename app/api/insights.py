@@ -125,6 +125,11 @@ class OutcomesOut(BaseModel):
     resolution_rate: float | None
     handoffs_by_reason: dict[str, int]
     cost_usd: float
+    simulated_cost_usd: float = Field(
+        description="the part of cost_usd no provider billed: the offline models' calls, "
+        "priced as the models they stand in for"
+    )
+    cost_simulated: bool = Field(description="all of cost_usd is simulated: nothing was billed")
     cost_per_resolved_usd: float | None
     cache_hit_rate_by_profile: dict[str, float]
     days: list[DayOut]
@@ -161,6 +166,8 @@ async def outcomes(prefix: TenantPrefix, when: Period, runtime: RuntimeDep) -> O
         resolution_rate=report.resolution_rate,
         handoffs_by_reason=dict(report.handoffs_by_reason),
         cost_usd=report.cost_usd,
+        simulated_cost_usd=report.simulated_cost_usd,
+        cost_simulated=report.cost_simulated,
         cost_per_resolved_usd=report.cost_per_resolved,
         cache_hit_rate_by_profile=report.cache_hit_rate_by_profile,
         days=[

@@ -69,6 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.include_router(health.router)
     app.include_router(conversations.router)
+    app.include_router(conversations.staff_router)
     app.include_router(widget.router)
     app.include_router(telegram.router)
     app.include_router(admin.router)

@@ -171,18 +171,21 @@ class ChatService:
                 turn.trace_id, feedback_score_id(turn.trace_id, feedback.id), helpful, comment
             )
         if not helpful:
-            self._rated_down(conversation, turn)
+            await self._rated_down(conversation, turn)
         if self.handoffs is not None and not helpful:
             await self.handoffs.after_feedback(conversation)
 
-    def _rated_down(self, conversation: Conversation, turn: Turn) -> None:
-        """A 👎 as the `rated_down` outcome: counted, and tagged on the turn's trace."""
+    async def _rated_down(self, conversation: Conversation, turn: Turn) -> None:
+        """A 👎 as the `rated_down` outcome: counted, and tagged on the turn's trace (as
+        the turn's asker's, whoever rated it)."""
         if self._settings.observability.metrics_enabled:
             metrics.count_outcome(
                 outcome="rated_down", audience=conversation.audience, channel=conversation.channel
             )
         if turn.trace_id:
-            self._tracer.tag(turn.trace_id, "outcome:rated_down")
+            async with self._store.reads() as session:
+                asker = await queries.turn_author(session, conversation, turn.number)
+            self._tracer.tag(turn.trace_id, "outcome:rated_down", conversation.key, asker)
 
     async def reset_context(self, conversation_key: str) -> bool:
         """Start a fresh context: the model no longer sees anything said so far (all of it

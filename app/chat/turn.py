@@ -308,7 +308,7 @@ class TurnRunner:
         conversation = begun.conversation
         with self.tracer.turn(
             conversation.key,
-            request.author or "anonymous",
+            request.author,
             conversation.audience,
             conversation.profile,
             request.channel,

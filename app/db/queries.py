@@ -80,6 +80,20 @@ async def find_turn(
     return (row[0], row[1]) if row else None
 
 
+async def turn_author(session: AsyncSession, conversation: Conversation, number: int) -> str | None:
+    """Who asked turn `number`: the author of its first message from the chat."""
+    return await session.scalar(
+        select(Message.author)
+        .where(
+            Message.conversation_id == conversation.id,
+            Message.turn == number,
+            Message.role == "user",
+        )
+        .order_by(Message.seq)
+        .limit(1)
+    )
+
+
 async def start_turn(
     session: AsyncSession, conversation: Conversation, number: int, memory_scope: str | None
 ) -> Turn:

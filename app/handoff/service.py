@@ -226,7 +226,7 @@ class HandoffService:
             return reply, None
         conversation, turn = begun.conversation, begun.turn
         if bot_turn.during_handoff:  # answered on /ask
-            self._tag(turn)
+            self._tag(conversation, turn, request.author)
             return replace(reply, handoff=bot_turn.during_handoff), None
         limit = self._settings.handoff.not_found_turns
         this_turn = [reply.outcome] if reply.outcome in BOT_ANSWERED else []
@@ -243,7 +243,7 @@ class HandoffService:
             return reply, None
         notice = self._takeover_notice(self._language(request.text), request.channel)
         await self._add_message(held, conversation, "assistant", None, notice)
-        self._tag(turn)
+        self._tag(conversation, turn, request.author)
         text = f"{reply.text}\n\n{notice}".strip()
         announce = partial(self._announce, opened, request.audience)
         return replace(reply, text=text, handoff="open"), announce
@@ -347,9 +347,9 @@ class HandoffService:
     def _language(self, said: str) -> str:
         return self.decider.language(said).language
 
-    def _tag(self, turn: Turn) -> None:
+    def _tag(self, conversation: Conversation, turn: Turn, author: str | None) -> None:
         if turn.trace_id is not None:
-            self._tracer.tag(turn.trace_id, "handoff")
+            self._tracer.tag(turn.trace_id, "handoff", conversation.key, author)
 
     @staticmethod
     def _not_yours(handoff: Handoff) -> str:

@@ -85,6 +85,16 @@ class GapReport:
     offset: int = 0
 
 
+# Handoffs that were about the documentation, not a request for a person.
+_DOCUMENTATION_HANDOFFS = ("not_found", "thumbs_down")
+
+
+def is_documentation_question(outcome: str, handoff_reason: str | None) -> bool:
+    """A turn whose question the documentation did not answer: a request for a person
+    (a handoff the client or the model asked for) is a handoff, not a knowledge gap."""
+    return outcome != "handed_off" or handoff_reason in _DOCUMENTATION_HANDOFFS
+
+
 def within_tenant(prefix: str | None) -> Any:
     """The conversations a caller may see: all (staff, `None`) or those whose key starts
     with `prefix` (an API key's), compared literally."""
@@ -96,7 +106,8 @@ def within_tenant(prefix: str | None) -> Any:
 async def load_gap_turns(
     session: AsyncSession, since: datetime, until: datetime, prefix: str | None
 ) -> list[GapTurn]:
-    """The period's turns that ended in a gap outcome or got a 👎, oldest first."""
+    """The period's turns that ended in a gap outcome or got a 👎, oldest first; a
+    request for a person is left out (`is_documentation_question`)."""
     rated_down = (
         select(Feedback.conversation_id, Feedback.turn)
         .where(Feedback.rating == "down")
@@ -191,7 +202,7 @@ async def load_gap_turns(
             None,
         )
 
-    return [
+    turns = [
         GapTurn(
             conversation_key=row.key,
             turn=row.number,
@@ -208,6 +219,7 @@ async def load_gap_turns(
         for row in rows
         if (row.id, row.number) in questions
     ]
+    return [turn for turn in turns if is_documentation_question(turn.outcome, turn.handoff_reason)]
 
 
 def closest_pages(turns: Sequence[GapTurn]) -> list[Page]:

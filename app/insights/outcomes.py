@@ -6,11 +6,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, Feedback, Handoff, LLMCall, Turn
 from app.insights.gaps import within_tenant
+from app.observability.model_names import OFFLINE_MODELS
 
 ANSWERED_BY_BOT = ("answered", "expert")
 
@@ -38,10 +39,18 @@ class OutcomeReport:
     handoffs_by_reason: Counter[str]
     cost_usd: float
     cache_hit_rate_by_profile: dict[str, float]
+    # The part of cost_usd no provider billed: the offline models' calls, priced as the
+    # models they stand in for (app/observability/pricing.py).
+    simulated_cost_usd: float = 0.0
 
     @property
     def resolution_rate(self) -> float | None:
         return self.resolved / self.conversations if self.conversations else None
+
+    @property
+    def cost_simulated(self) -> bool:
+        """All that was spent is simulated: nothing in the period was billed."""
+        return self.simulated_cost_usd > 0 and self.simulated_cost_usd == self.cost_usd
 
     @property
     def cost_per_resolved(self) -> float | None:
@@ -107,10 +116,12 @@ async def outcome_report(
             whole[conversation] += outcomes
         days.append(figures)
     handed_ever = {conversation for _, conversation in handed}
+    offline = func.lower(LLMCall.model).in_(OFFLINE_MODELS)
     calls = await session.execute(
         select(
             Conversation.profile,
-            func.sum(LLMCall.cost_usd),
+            func.sum(case((offline, 0.0), else_=LLMCall.cost_usd)),
+            func.sum(case((offline, LLMCall.cost_usd), else_=0.0)),
             func.sum(LLMCall.cached_tokens),
             func.sum(LLMCall.input_tokens),
         )
@@ -118,10 +129,11 @@ async def outcome_report(
         .where(LLMCall.created_at >= since, LLMCall.created_at < until, within_tenant(prefix))
         .group_by(Conversation.profile)
     )
-    cost = 0.0
+    billed = simulated = 0.0
     hit_rates = {}
-    for profile, spent, cached, sent in calls:
-        cost += float(spent or 0)
+    for profile, spent, priced, cached, sent in calls:
+        billed += float(spent or 0)
+        simulated += float(priced or 0)
         if sent:
             hit_rates[profile] = float(cached or 0) / float(sent)
     return OutcomeReport(
@@ -132,6 +144,7 @@ async def outcome_report(
         conversations=len(whole),
         resolved=sum(resolved(o, c in handed_ever) for c, o in whole.items()),
         handoffs_by_reason=Counter(row.reason for row in handoffs),
-        cost_usd=cost,
+        cost_usd=billed + simulated,
         cache_hit_rate_by_profile=hit_rates,
+        simulated_cost_usd=simulated,
     )

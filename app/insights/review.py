@@ -14,15 +14,6 @@ import yaml
 
 from app.insights.gaps import GapTurn
 
-# Handoffs that were about the documentation, not a request for a person.
-_DOCUMENTATION_HANDOFFS = ("not_found", "thumbs_down")
-
-
-def is_documentation_question(turn: GapTurn) -> bool:
-    """A turn whose question the documentation did not answer: a request for a person
-    (a handoff the client or the model asked for) is not one."""
-    return turn.outcome != "handed_off" or turn.handoff_reason in _DOCUMENTATION_HANDOFFS
-
 
 def review_file(
     turns: Sequence[GapTurn],
@@ -36,7 +27,7 @@ def review_file(
     questions: list[dict[str, Any]] = []
     for turn in turns:
         text = " ".join(turn.question.split())
-        if not text or text in seen or not is_documentation_question(turn):
+        if not text or text in seen:
             continue
         seen.add(text)
         questions.append(

@@ -15,6 +15,7 @@ OFFLINE_MODEL = "offline"
 OFFLINE_SUMMARY_MODEL = "offline-summary"
 OFFLINE_EXPERT_MODEL = "offline-expert"
 OFFLINE_HELPER_MODELS = (OFFLINE_SUMMARY_MODEL, OFFLINE_EXPERT_MODEL)
+OFFLINE_MODELS = (OFFLINE_MODEL, *OFFLINE_HELPER_MODELS)  # priced as stand-ins, never billed
 
 # What may follow a table key in a real model id: a date, a revision, a release tag.
 _VARIANT_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|\d{3}\b|preview|latest|exp)")

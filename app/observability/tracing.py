@@ -49,6 +49,12 @@ TRACE_NAME = "chat-turn"
 SERVICE_NAME = "supportbot"
 
 
+def turn_owner(conversation_key: str, author: str | None) -> tuple[str, str]:
+    """Whose a turn's spans are: the conversation is the Langfuse session (the first),
+    the person who asked the user (the second)."""
+    return clip(conversation_key), clip(author or "anonymous")
+
+
 def release() -> str:
     """The installed package's version, from its metadata (never the revision of whatever
     repository the service happens to run in)."""
@@ -142,7 +148,7 @@ class Tracer:
     def turn(
         self,
         conversation_key: str,
-        author: str,
+        author: str | None,
         audience: str,
         profile: str,
         channel: str,
@@ -160,10 +166,11 @@ class Tracer:
         labels = {"audience": audience, "profile": profile, "channel": channel}
         tags = [clip(f"{name}:{value}") for name, value in labels.items()]
         trace_id = self._client.create_trace_id()
+        session_id, user_id = turn_owner(conversation_key, author)
         with (
             propagate_attributes(
-                session_id=clip(conversation_key),
-                user_id=clip(author),
+                session_id=session_id,
+                user_id=user_id,
                 tags=tags,
                 trace_name=TRACE_NAME,
                 metadata={k: clip(v) for k, v in {**labels, "chat_model": model}.items()},
@@ -212,13 +219,17 @@ class Tracer:
         """Those of `score_ids` (sent through this tracer) Langfuse acknowledged."""
         return self._ledger.acknowledged(score_ids)
 
-    def tag(self, trace_id: str, tag: str) -> None:
+    def tag(self, trace_id: str, tag: str, conversation_key: str, author: str | None) -> None:
         """Add `tag` to a turn's trace after the turn (e.g. `handoff`): a span of its own
-        on that trace carries it, and Langfuse merges a trace's tags."""
+        on that trace carries it, and Langfuse merges a trace's tags. The span belongs to
+        the turn's session and user, as its other spans do (filters by either find it)."""
         if self._client is not None:
             from langfuse import propagate_attributes
 
-            with propagate_attributes(tags=[clip(tag)], trace_name=TRACE_NAME):
+            session_id, user_id = turn_owner(conversation_key, author)
+            with propagate_attributes(
+                session_id=session_id, user_id=user_id, tags=[clip(tag)], trace_name=TRACE_NAME
+            ):
                 self._client.start_observation(trace_context={"trace_id": trace_id}, name=tag).end()
 
     def flush(self) -> None:

@@ -109,7 +109,11 @@
     $("in-resolution").textContent = percent(o.resolution_rate);
     $("in-resolution-of").textContent = o.resolved + " of " + o.conversations + " conversations answered without a person, a thumbs-down or a failure";
     $("in-cost").textContent = o.cost_per_resolved_usd === null ? "–" : "$" + o.cost_per_resolved_usd.toFixed(4);
-    $("in-cost-of").textContent = "$" + o.cost_usd.toFixed(4) + " spent on LLM calls in all";
+    $("in-cost-of").textContent = o.cost_simulated
+      ? "$" + o.cost_usd.toFixed(4) + " simulated: the offline model, priced as the model it stands in for; nothing was billed"
+      : "$" + o.cost_usd.toFixed(4) + " spent on LLM calls in all" +
+        (o.simulated_cost_usd > 0 ? ", $" + o.simulated_cost_usd.toFixed(4) + " of it simulated (offline model)" : "");
+    if (o.cost_simulated) $("in-cost").textContent += " (simulated)";
     var reasons = Object.keys(o.handoffs_by_reason);
     var total = reasons.reduce(function (a, r) { return a + o.handoffs_by_reason[r]; }, 0);
     $("in-handoffs").textContent = String(total);

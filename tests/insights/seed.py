@@ -28,6 +28,7 @@ class Seeded:
     handoff_reason: str | None = None
     cost_usd: float = 0.01
     profile: str = "client"
+    model: str = "gemini-3.1-pro"  # what the turn's call was billed as
 
 
 def seed(db_url: str, conversations: list[Seeded]) -> None:
@@ -74,7 +75,7 @@ def seed(db_url: str, conversations: list[Seeded]) -> None:
                     conversation_id=conversation.id,
                     turn=1,
                     purpose="agent",
-                    model="gemini-3.1-pro",
+                    model=item.model,
                     input_tokens=1000,
                     cached_tokens=600,
                     output_tokens=50,

@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, select
 
 from app.db.engine import sync_url
 from app.db.models import Turn
-from app.settings import LangfuseSettings, Settings
+from app.settings import ApiKey, LangfuseSettings, Settings
 from tests.conftest import make_client
 
 from .conftest import LocalServer, exported_scores, exported_spans
@@ -59,3 +59,48 @@ def test_turns_are_traced_scored_and_rated(
     assert by_trace[trace_ids[1]] == {*turn_scores, "user_feedback"}
     feedback = next(s for s in scores if s["name"] == "user_feedback")
     assert feedback["value"] == 1.0
+
+
+def test_every_span_of_a_turn_carries_its_session_and_user(
+    settings: Settings, sample_index: Path, local_server: LocalServer
+) -> None:
+    """Remembering, answering with the memory block, a 👎 (tagged on the rated turn's
+    trace afterwards, by another person) and two answers that found nothing (the second
+    handed over and tagged `handoff`): each span Langfuse gets is found by the
+    conversation's session and the asker's user id."""
+    settings.langfuse = LangfuseSettings(
+        public_key=f"pk-lf-{uuid.uuid4().hex}", secret_key="sk-lf-test", base_url=local_server.url
+    )
+    shop = {"authorization": "Bearer shop-key-0123456789abcdef"}
+    settings.api.keys = {"shop": ApiKey(key=SecretStr(shop["authorization"][7:]), prefix="api:")}
+    key = "api:shop:1"
+    with make_client(settings, sample_index) as client:
+        for text in (
+            "Remember that our currency is CHF",
+            "How do I create an invoice?",
+            "How do I export payroll?",
+            "Payroll for freelancers?",
+        ):
+            reply = client.post(
+                f"/v1/conversations/{key}/messages",
+                json={"audience": "client", "author": "Ann", "text": text, "person": "u-1"},
+                headers=shop,
+            )
+            assert reply.status_code == 200, reply.text
+        rated = client.post(
+            f"/v1/conversations/{key}/turns/2/feedback",
+            json={"rating": "down", "author": "Bob"},
+            headers=shop,
+        )
+        assert rated.status_code == 201
+
+    spans = exported_spans(local_server)
+    names = {span["name"] for span in spans}
+    assert {"outcome:rated_down", "handoff"} <= names  # the spans tagged after the answer
+    assert len({span["trace_id"] for span in spans}) == 4
+    unfound = [
+        span["name"]
+        for span in spans
+        if (span.get("session.id"), span.get("user.id")) != (key, "Ann")
+    ]
+    assert unfound == []
