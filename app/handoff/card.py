@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 
 from app.agent.memory.summarizer import SECTIONS, extractive_summary, summary_request
 from app.agent.messages import message_text, strip_author
+from app.chat.outcome import answering
 from app.chat.transcript import to_langchain
 from app.chat.types import citations_of
 from app.db.models import Conversation, Message
@@ -132,12 +133,12 @@ def exchanges_of(messages: Sequence[Message]) -> list[Exchange]:
 
 def pages_of(messages: Sequence[Message]) -> list[str]:
     """The pages the answers cited, once each, in the order first cited (an answer that
-    found nothing cited nothing)."""
+    found nothing cited nothing; pages an unsure answer offered are not cited)."""
     pages: dict[str, str] = {}
     for turn in dict.fromkeys(m.turn for m in messages):
         in_turn = [m for m in messages if m.turn == turn]
         answers = [m.content for m in in_turn if m.role == "assistant" and not m.tool_calls]
-        passages = [p for m in in_turn if m.role == "tool" and m.artifact for p in m.artifact]
+        passages = [p for m in in_turn if m.role == "tool" for p in answering(m.artifact)]
         if answers and passages:
             for citation in citations_of(answers[-1], passages):
                 pages.setdefault(citation.source, f"{citation.title} ({citation.source})")
