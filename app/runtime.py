@@ -81,13 +81,15 @@ def memory_middleware(
 
 def relevance_in_force(
     knowledge: KnowledgeSettings, retriever: Retriever
-) -> Callable[[], RelevanceThresholds | None]:
+) -> Callable[[], RelevanceThresholds | None] | None:
     """The thresholds a search applies: the configured `min_similarity` for the embedder
     when set, else the calibration stored with the searched collection (made at ingest);
-    none for a retriever that keeps no calibration."""
+    none (every passage found is passed on) for a retriever that keeps no calibration."""
     configured = knowledge.relevance_thresholds
-    if knowledge.configured_min_similarity or not isinstance(retriever, KnowledgeBase):
+    if knowledge.configured_min_similarity:
         return lambda: configured
+    if not isinstance(retriever, KnowledgeBase):
+        return None
     language = knowledge.language
 
     def calibrated() -> RelevanceThresholds | None:

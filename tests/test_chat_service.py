@@ -7,7 +7,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
-from app.agent.tools import answering_passages
 from app.chat.context import UNANSWERED_NOTE
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
@@ -62,11 +61,8 @@ def ask(text: str, author: str = "Ann", audience: str = "client") -> TurnRequest
 
 
 def search_result(settings: Settings, retriever: KeywordRetriever, query: str) -> str:
-    """The tool's result: the found passages that hold the question (knowledge/evidence.py,
-    tested on its own in tests/agent/test_search_tool.py), formatted."""
     k, budget = settings.knowledge.top_k, settings.knowledge.result_token_budget
-    found = retriever.search(query, k)
-    return format_passages(query, answering_passages(query, found, found, "en"), budget)
+    return format_passages(query, retriever.search(query, k), budget)
 
 
 async def test_three_turns_send_exactly_the_growing_transcript(

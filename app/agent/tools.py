@@ -125,7 +125,8 @@ def knowledge_search_tool(
     as possibly related pages (`SUGGESTED`); none tells it that the documentation has
     nothing on the query, as does a query outside the collection's `scope` (when it has
     one). `relevance` gives the thresholds in force (the collection's calibration, or the
-    configured ones). `token_budget` None: found passages are left for
+    configured ones); without any (a collection not calibrated yet, a retriever that keeps
+    no calibration) every passage found is passed on, as found. `token_budget` None: found passages are left for
     `ResultBudgetMiddleware` to render (the result's text is empty until then), under the
     memory profile's budget, rather than rendered twice."""
 
@@ -141,7 +142,9 @@ def knowledge_search_tool(
         passages = relevant_passages(found, threshold)
         if passages and scope is not None and not scope.covers(query):
             found = passages = []
-        answering = answering_passages(query, passages, found, language)
+        answering = (
+            answering_passages(query, passages, found, language) if thresholds else passages
+        )
         if not answering:
             near = thresholds.related_for_query(query) if thresholds else 0.0
             related = _one_per_page(relevant_passages(found, near))
