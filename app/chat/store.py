@@ -383,6 +383,7 @@ _CLOSE_TURN = (
         finished_at=bindparam("finished_at"),
         outcome=bindparam("outcome"),
         trace_id=bindparam("trace_id"),
+        memory_block=bindparam("memory_block"),
     )
     .execution_options(synchronize_session=False)
 )
@@ -404,7 +405,13 @@ async def _close_turn(
     error: str | None,
     outcome: TurnOutcome | None = None,
 ) -> None:
-    values = {"status": status, "error": error, "outcome": outcome, "trace_id": turn.trace_id}
+    values = {
+        "status": status,
+        "error": error,
+        "outcome": outcome,
+        "trace_id": turn.trace_id,
+        "memory_block": turn.memory_block,
+    }
     await session.execute(
         _CLOSE_TURN, {"turn_id": turn.id, "finished_at": datetime.now(UTC), **values}
     )

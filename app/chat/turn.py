@@ -238,7 +238,6 @@ class TurnRunner:
             block = None
             if scope is not None and not route.takes_turn:
                 block = await self._people.block(session, scope, conversation)
-                begun.turn.memory_block = block.text if block else None
         return begun, route, block
 
     async def _taken(
@@ -338,6 +337,7 @@ class TurnRunner:
         on_token = (lambda text: emit_token(TurnToken(text))) if emit_token else None
         scope = request.memory_scope
         begun.working["people_memory"] = block.text if block else None
+        begun.turn.memory_block = block.text if block else None  # stored as the turn closes
         remembered = tuple(block.item_ids) if block else ()
         try:
             async with deadline:
