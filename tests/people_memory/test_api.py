@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.agent.memory.profiles import SummaryPolicy
 from app.agent.memory.summarizer import build_summary_model
-from app.db.models import Summary
+from app.db.models import MemoryItem, Summary
 from app.memory.idle import IdleWriter
 from app.memory.store import FORGOTTEN
 from app.runtime import Runtime
@@ -257,4 +257,10 @@ def test_an_anonymous_caller_is_told_its_remember_that_stays_in_the_conversation
     without a credential is not a memory."""
     reply = reply_to(client, "c-1", "Remember that I use the Android app", {}, person="u-1")
     assert reply.startswith("I will keep this in mind for this conversation only")
-    assert client.get("/v1/people/u-1/memory").status_code in (401, 404)
+    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    assert client.portal.call(stored_items, runtime) == []  # type: ignore[union-attr]
+
+
+async def stored_items(runtime: Runtime) -> list[str]:
+    async with runtime.sessions() as session:
+        return list(await session.scalars(select(MemoryItem.text)))
