@@ -914,7 +914,9 @@ class HandoffSettings(BaseModel):
     thumbs_down: int = Field(2, ge=1, description="👎 ratings in one conversation")
     timezone: str = Field("UTC", description="IANA time zone of the office hours")
     office_days: list[int] = Field(
-        default_factory=lambda: [0, 1, 2, 3, 4], description="weekdays staffed, Monday = 0"
+        default_factory=list,
+        description="weekdays staffed, Monday = 0, e.g. `[0, 1, 2, 3, 4]`; none: no office "
+        "hours, and the client is told a person replies as soon as they can",
     )
     office_start: time = Field(time(9, 0), description="when a shift starts, local time")
     office_end: time = Field(time(17, 0), description="when it ends, local time")

@@ -39,6 +39,8 @@ from app.chat.types import (
     TurnToken,
     citations_of,
 )
+from app.memory import facts
+from app.memory.kept import memory_note
 from app.memory.store import MemoryBlock
 from app.memory.turns import PeopleMemory
 from app.observability import metrics
@@ -336,8 +338,12 @@ class TurnRunner:
         deadline = asyncio.timeout(self.settings.chat.turn_timeout_seconds)
         on_token = (lambda text: emit_token(TurnToken(text))) if emit_token else None
         scope = request.memory_scope
-        begun.working["people_memory"] = block.text if block else None
-        begun.turn.memory_block = block.text if block else None  # stored as the turn closes
+        # A "remember that …" turn's model is told where it goes (the rest keep the
+        # conversation's cached prefix), before what the person is remembered by.
+        note = memory_note(scope) if facts.remembered(request.text) else None
+        told = [text for text in (note, block.text if block else None) if text]
+        begun.working["people_memory"] = "\n\n".join(told) or None
+        begun.turn.memory_block = begun.working["people_memory"]  # stored as the turn closes
         remembered = tuple(block.item_ids) if block else ()
         try:
             async with deadline:

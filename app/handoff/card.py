@@ -184,10 +184,14 @@ def build_card(
     open_questions = sections.get("Open questions", [])
     user_messages = [m for m in messages if m.role == "user"]
     earlier = [p for line in sections.get("Participants", []) for p in line.split(", ") if p]
-    who = list(dict.fromkeys([*earlier, *(m.author for m in user_messages if m.author)]))
+    authors = [m.author for m in user_messages if m.author]
+    who = list(dict.fromkeys([*earlier, *authors, *([requested_by] if requested_by else [])]))
     goal = " ".join(sections.get("Goal", [])) or (topics[0] if topics else "")
     if not goal and user_messages:
         goal = strip_author(_shorten(user_messages[0].content))
+    # None marked open (the offline summarizer marks only questions whose answer found
+    # nothing): the last question asked, the one the client came to a person with.
+    open_question = (open_questions or topics or [""])[-1]
     reason, decided = decision
     return HandoffCard(
         conversation_key=conversation.key,
@@ -200,7 +204,7 @@ def build_card(
         constraints=sections.get(CONSTRAINTS, []),
         exchanges=exchanges_of(messages),
         pages=pages_of(messages),
-        open_question=open_questions[-1] if open_questions else "",
+        open_question=open_question,
         transcript_url=transcript_url,
         topics=topics,
     )

@@ -6,6 +6,11 @@ from zoneinfo import ZoneInfo
 from app.settings import HandoffSettings
 
 
+def has_office_hours(hours: HandoffSettings) -> bool:
+    """Office hours are announced to clients only when they are configured."""
+    return bool(hours.office_days)
+
+
 def next_shift_start(now: datetime, hours: HandoffSettings) -> datetime | None:
     """None while the office is staffed; else when the next shift starts, in the office's
     time zone. `now` is aware (any zone)."""

@@ -22,6 +22,12 @@ _SOON = {
     "de": "sie antwortet hier in Kürze",
     "ru": "он ответит здесь в ближайшее время",
 }
+# No office hours configured: no time is promised.
+_WHEN_THEY_CAN = {
+    "en": "they will reply here as soon as they can",
+    "de": "sie antwortet hier, sobald sie kann",
+    "ru": "он ответит здесь, как только сможет",
+}
 _LATER = {
     "en": "our office is closed now, so they will reply when the next shift starts, {start}",
     "de": "unser Büro ist gerade geschlossen; sie antwortet, sobald die nächste Schicht "
@@ -41,12 +47,17 @@ _RESUMED = {
 }
 
 
-def takeover_notice(language: str, next_shift: datetime | None, channel: str) -> str:
+def takeover_notice(
+    language: str, next_shift: datetime | None, channel: str, *, office_hours: bool = True
+) -> str:
     """`language`: the client's (ISO 639-1); `next_shift`: None while the office is
     staffed, else when the next shift starts (in the office's time zone); `channel`: where
-    the notice goes (`telegram`, `api`, `widget`)."""
+    the notice goes (`telegram`, `api`, `widget`); `office_hours`: whether any are
+    configured (without, `next_shift` is not read and no time is named)."""
     language = language if language in _TAKEOVER else "en"
-    if next_shift is None:
+    if not office_hours:
+        when = _WHEN_THEY_CAN[language]
+    elif next_shift is None:
         when = _SOON[language]
     else:
         start = (

@@ -34,7 +34,7 @@ from app.db.models import Conversation, Handoff, LLMCall, Message, Turn
 from app.decisions.decider import Decision, MessageDecider, decider_for
 from app.handoff import metrics, store
 from app.handoff.card import HandoffCard, build_card, summarize_for_card
-from app.handoff.hours import next_shift_start
+from app.handoff.hours import has_office_hours, next_shift_start
 from app.handoff.notices import bot_back_notice, resumed_notice, takeover_notice
 from app.handoff.store import HandoffConflict
 from app.observability.calls import UsageCollector
@@ -341,8 +341,10 @@ class HandoffService:
     # -- inside ----------------------------------------------------------------------------
 
     def _takeover_notice(self, language: str, channel: str) -> str:
-        next_shift = next_shift_start(self._now(), self._settings.handoff)
-        return takeover_notice(language, next_shift, channel)
+        hours = self._settings.handoff
+        if not has_office_hours(hours):
+            return takeover_notice(language, None, channel, office_hours=False)
+        return takeover_notice(language, next_shift_start(self._now(), hours), channel)
 
     def _language(self, said: str) -> str:
         return self.decider.language(said).language

@@ -10,6 +10,7 @@
   var $ = function (id) { return document.getElementById(id); };
   var list = $("hq-list"), errors = $("hq-error");
   var me = null;
+  var whole = new Set();  // the cards showing their whole transcript, across refreshes
 
   function field(dl, name, value) {
     dl.appendChild(el("dt", name));
@@ -32,24 +33,40 @@
     var conversation = await api("GET", "/v1/conversations/" + encodeURIComponent(key));
     var told = new Set();
     box.replaceChildren();
-    conversation.messages
-      .filter(function (m) { return m.role === "user" || m.role === "staff" || (m.role === "assistant" && !m.tool_calls); })
-      .slice(whole ? 0 : -12)
-      .forEach(function (m) {
-        if (m.memory_block && !told.has(m.memory_block)) {
-          told.add(m.memory_block);
-          var block = el("details", null, "hq-told");
-          block.appendChild(el("summary", "Memory sent to the model"));
-          block.appendChild(el("pre", m.memory_block));
-          box.appendChild(block);
-        }
-        var who = m.role === "assistant" ? "bot" : (m.author || m.role);
-        var line = el("p", who + ": " + m.content, "hq-line");
-        line.dataset.role = m.role;
-        line.id = "msg-" + m.id; line.tabIndex = -1;
-        box.appendChild(line);
-      });
-    box.scrollTop = box.scrollHeight;  // the latest at hand
+    var said = conversation.messages
+      .filter(function (m) { return m.role === "user" || m.role === "staff" || (m.role === "assistant" && !m.tool_calls); });
+    var shown = said.slice(whole ? 0 : -12);
+    shown.forEach(function (m) {
+      if (m.memory_block && !told.has(m.memory_block)) {
+        told.add(m.memory_block);
+        var block = el("details", null, "hq-told");
+        block.appendChild(el("summary", "Memory sent to the model"));
+        block.appendChild(el("pre", m.memory_block));
+        box.appendChild(block);
+      }
+      var who = m.role === "assistant" ? "bot" : (m.author || m.role);
+      var line = el("p", who + ": " + m.content, "hq-line");
+      line.dataset.role = m.role;
+      line.id = "msg-" + m.id; line.tabIndex = -1;
+      box.appendChild(line);
+    });
+    box.classList.toggle("hq-whole", !!whole);
+    if (!whole) showLatest(box, said.length - shown.length);
+  }
+
+  // The latest messages that fit in the box, each whole: earlier ones are left out (and
+  // counted) rather than scrolled half out of sight under the card's buttons.
+  function showLatest(box, left) {
+    var note = el("p", null, "hq-earlier");
+    function count() { note.textContent = left + " earlier message" + (left === 1 ? "" : "s") + ": see the whole transcript"; }
+    box.prepend(note); count();
+    // The memory blocks stay (what the model was told), the earliest lines go; the last stays.
+    var lines = box.querySelectorAll(".hq-line"), next = 0;
+    while (box.scrollHeight > box.clientHeight && next < lines.length - 1) {
+      lines[next++].remove(); left++; count();
+    }
+    if (!left) note.remove();
+    box.scrollTop = 0;
   }
 
   // A message's line in the card's transcript, the whole transcript shown if it is older.
@@ -90,13 +107,26 @@
     field(dl, "Pages cited", c.pages);
     field(dl, "Open question", c.open_question);
     article.appendChild(dl);
-    var transcript = el("a", "Transcript");
-    transcript.href = c.transcript_url;
-    transcript.target = "_blank"; transcript.rel = "noopener";
     var actions = el("div", null, "hq-actions");
-    actions.appendChild(transcript);
     var box = el("div", null, "hq-transcript");
-    box.setAttribute("aria-label", "Latest messages");
+    box.id = "hq-transcript-" + h.id;
+    // The whole conversation, read as a chat (the card's transcript_url is the API's JSON).
+    var transcript = el("button", null, "sb-secondary");
+    transcript.type = "button";
+    transcript.setAttribute("aria-controls", box.id);
+    transcript.addEventListener("click", async function () {
+      var all = !whole.has(h.id);
+      try { await showTranscript(box, c.conversation_key, all); } catch (e) { errors.textContent = e.message; return; }
+      if (all) whole.add(h.id); else whole.delete(h.id);
+      shownAs(all);
+    });
+    function shownAs(all) {
+      transcript.setAttribute("aria-expanded", String(all));
+      transcript.textContent = all ? "Latest messages" : "Whole transcript";
+      box.setAttribute("aria-label", all ? "Whole transcript" : "Latest messages");
+    }
+    shownAs(whole.has(h.id));
+    actions.appendChild(transcript);
     if (h.status === "open") {
       var claim = el("button", "Claim");
       claim.type = "button";
@@ -126,14 +156,14 @@
         try {
           await api("POST", "/v1/handoffs/" + h.id + "/messages", { text: input.value });
           input.value = "";
-          await showTranscript(box, c.conversation_key);
+          await showTranscript(box, c.conversation_key, whole.has(h.id));
         } catch (err) { errors.textContent = err.message; }
         send.disabled = false;
       });
       article.appendChild(form);
     }
     article.appendChild(box);
-    showTranscript(box, c.conversation_key).catch(function () { box.textContent = "The transcript could not be loaded."; });
+    showTranscript(box, c.conversation_key, whole.has(h.id)).catch(function () { box.textContent = "The transcript could not be loaded."; });
     article.appendChild(memory.panel(c.conversation_key, revealer(box, c.conversation_key), errors));
     return article;
   }

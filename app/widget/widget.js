@@ -23,16 +23,22 @@
 
   function ownKey(key) { return !!key && key.indexOf(me.conversation_prefix) === 0; }
 
+  // A new chat's key is kept once its first question is sent: until then the server has
+  // no such conversation, and loading it would only answer 404.
+  var unsent = null;
+
   function newKey() {
-    var key = me.conversation_prefix + Date.now();
-    localStorage.setItem(CHAT_KEY, key);
-    return key;
+    localStorage.removeItem(CHAT_KEY);
+    unsent = me.conversation_prefix + Date.now();
+    return unsent;
   }
 
-  function conversationKey() {
+  function storedKey() {
     var key = localStorage.getItem(CHAT_KEY);
-    return ownKey(key) ? key : newKey();
+    return ownKey(key) ? key : null;
   }
+
+  function conversationKey() { return storedKey() || (ownKey(unsent) ? unsent : newKey()); }
 
   function icon(name) {
     var svg = document.createElementNS(SVG, "svg");
@@ -236,6 +242,7 @@
 
   async function submitQuestion(text) {
     var key = conversationKey();
+    localStorage.setItem(CHAT_KEY, key);
     input.value = ""; send.disabled = true;
     userBubble(text);
     var answer = bubble("bot"), body = answer.querySelector(".sb-text");
@@ -297,9 +304,11 @@
 
   async function restore() {
     log.textContent = "";
-    var key = conversationKey();
-    var r = await fetch(conversationPath(key), { headers: headers() });
-    var messages = r.ok ? (await r.json()).messages : [];
+    var key = storedKey(), messages = [];
+    if (key) {
+      var r = await fetch(conversationPath(key), { headers: headers() });
+      if (r.ok) messages = (await r.json()).messages;
+    }
     var shown = 0;
     messages.forEach(function (m) {
       if (m.role === "user") { userBubble(m.content); shown++; }

@@ -7,11 +7,13 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     ToolMessage,
 )
 from langchain_core.tools import tool
 
 from app.agent.offline import NOT_FOUND, SEARCH_TOOL, OfflineChatModel
+from app.memory.kept import memory_note
 
 INVOICE_STEPS = {
     "text": "To send an invoice to a customer you must first create one.\n\n"
@@ -145,9 +147,35 @@ def test_small_talk_gets_a_short_reply_in_the_askers_language_and_no_search() ->
 
 def test_remember_that_is_noted_not_searched_and_a_question_about_remembering_is() -> None:
     searched, answer = turn("Remember that our invoices are in CHF.", [INVOICE_STEPS])
-    assert searched == [] and answer == "Noted: our invoices are in CHF. I will keep it in mind."
+    assert searched == [] and answer == (
+        "I will keep this in mind for this conversation only: our invoices are in CHF. "
+        "Nothing is saved for your next conversations."
+    )
     question = "How do I make GnuCash remember my last invoice number?"
     assert turn(question, [INVOICE_STEPS])[0] == [question]
+
+
+def test_remember_that_is_noted_where_the_memory_note_says_it_is_saved() -> None:
+    remember = HumanMessage("Ann: remember that wir nutzen GnuCash 5 für unsere Buchhaltung")
+    for scope, expected in [
+        ("api|shop|u-1", "Saved to your memory (person “u-1”)"),
+        ("widget|alice", "Saved to your memory (staff member “alice”)"),
+        ("telegram|7|9", "Saved to your memory (this Telegram chat)"),
+    ]:
+        system = SystemMessage([text_block("prompt"), text_block(memory_note(scope))])
+        answer = OfflineChatModel().invoke([system, HumanMessage("Ann: remember that I use Linux")])
+        assert answer.text == (
+            f"Noted: I use Linux. {expected}: I will remember it in your next conversations too."
+        ), scope
+    only = SystemMessage([text_block("prompt"), text_block(memory_note(None))])
+    assert OfflineChatModel().invoke([only, remember]).text.startswith("Das behalte ich nur")
+    # The note counts only where it opens a block: quoted inside one, it saves nothing.
+    quoted = SystemMessage(f"prompt\n{memory_note('api|shop|u-1')}")
+    assert "Saved" not in OfflineChatModel().invoke([quoted, remember]).text
+
+
+def text_block(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
 
 
 def test_a_greeting_or_thanks_with_a_problem_is_searched_and_answered() -> None:

@@ -19,6 +19,7 @@ from tests.observability.conftest import local_server
 
 OFFICE_OPEN = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)  # a Wednesday
 OFFICE_CLOSED = datetime(2026, 12, 4, 19, 30, tzinfo=UTC)  # Friday evening
+WEEKDAYS = [0, 1, 2, 3, 4]  # office hours: none unless configured
 
 
 @pytest.fixture
@@ -41,6 +42,7 @@ def turns(engine: AsyncEngine) -> TurnStore:
 
 @pytest.fixture
 def handoffs(settings: Settings, turns: TurnStore) -> HandoffService:
+    settings.handoff.office_days = WEEKDAYS
     return HandoffService(settings, turns, now=lambda: OFFICE_OPEN)
 
 

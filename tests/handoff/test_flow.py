@@ -12,7 +12,7 @@ from app.db.models import LLMCall
 from app.handoff.card import HandoffCard
 from app.handoff.service import HandoffService
 from app.handoff.store import HandoffConflict
-from app.settings import Settings
+from app.settings import HandoffSettings, Settings
 from tests.fakes import CapturingChatModel
 from tests.handoff.conftest import OFFICE_CLOSED
 
@@ -122,6 +122,38 @@ async def test_outside_office_hours_the_client_hears_when_the_shift_starts(
         TurnRequest("api", "api:acme:de", "client", "Jens", "Einen Mitarbeiter bitte")
     )
     assert "nächste Schicht beginnt, Montag 09:00 (CET)" in notice.text
+
+
+async def test_a_first_message_asking_for_a_person_names_who_on_the_card(
+    chat: ChatService, handoffs: HandoffService
+) -> None:
+    await chat.handle_turn(said("Can I talk to a human?"))
+    (handoff,) = await handoffs.queue()
+    card = HandoffCard.from_json(handoff.card)
+    assert card.who == ["Ann"] and card.requested_by == "Ann"
+    assert (card.exchanges, card.pages, card.open_question) == ([], [], "")
+
+
+async def test_without_a_model_the_cards_open_question_is_the_last_one_asked(
+    chat: ChatService, handoffs: HandoffService
+) -> None:
+    await chat.handle_turn(said("How do I create an invoice?"))
+    await chat.handle_turn(said("We are a GmbH in Germany and must invoice in EUR."))
+    await chat.handle_turn(said("Can I talk to a human?"))
+    (handoff,) = await handoffs.queue()
+    card = HandoffCard.from_json(handoff.card)
+    assert card.open_question == "Ann: How do I create an invoice? (#1)"
+
+
+async def test_without_office_hours_configured_no_shift_is_announced(
+    settings: Settings, chat: ChatService, handoffs: HandoffService
+) -> None:
+    settings.handoff.office_days = HandoffSettings().office_days  # the default: none
+    handoffs._now = lambda: OFFICE_CLOSED
+    notice = await chat.handle_turn(said("Can I talk to a human?"))
+    assert notice.outcome == "handed_off"
+    assert "they will reply here as soon as they can" in notice.text
+    assert "shift" not in notice.text and "shortly" not in notice.text
 
 
 async def test_staff_conversations_are_not_handed_over_by_default(

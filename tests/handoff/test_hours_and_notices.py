@@ -4,11 +4,13 @@ from datetime import UTC, datetime, time
 
 import pytest
 
-from app.handoff.hours import next_shift_start
+from app.handoff.hours import has_office_hours, next_shift_start
 from app.handoff.notices import resumed_notice, takeover_notice
 from app.settings import HandoffSettings
 
-BERLIN = HandoffSettings(timezone="Europe/Berlin", office_start=time(9), office_end=time(17))
+BERLIN = HandoffSettings(
+    timezone="Europe/Berlin", office_days=[0, 1, 2, 3, 4], office_start=time(9), office_end=time(17)
+)
 
 
 @pytest.mark.parametrize(
@@ -30,6 +32,15 @@ def test_the_notice_says_when_in_the_clients_language() -> None:
     notice = takeover_notice("ru", start, "telegram")
     assert "следующая смена, в понедельник 09:00 (CET)" in notice
     assert "shortly" in takeover_notice("en", None, "api")
+
+
+@pytest.mark.parametrize("language", ["en", "de", "ru"])
+def test_without_configured_office_hours_no_time_is_promised(language: str) -> None:
+    assert not has_office_hours(HandoffSettings()) and has_office_hours(BERLIN)
+    saturday = next_shift_start(datetime(2026, 12, 5, 12, 0, tzinfo=UTC), BERLIN)
+    notice = takeover_notice(language, saturday, "api", office_hours=False)
+    assert notice == takeover_notice(language, None, "api", office_hours=False)
+    assert "09:00" not in notice and notice != takeover_notice(language, None, "api")
 
 
 def test_a_language_without_wording_gets_the_english_notices() -> None:

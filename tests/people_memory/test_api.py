@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy import select
 
 from app.agent.memory.profiles import SummaryPolicy
 from app.agent.memory.summarizer import build_summary_model
+from app.db.models import MemoryItem, Summary
 from app.memory.idle import IdleWriter
 from app.memory.store import FORGOTTEN
 from app.runtime import Runtime
@@ -207,3 +209,58 @@ def test_a_tenant_s_memory_is_bounded_and_the_others_are_not_touched(
     # Another tenant's memory has room of its own.
     say(api, "api:other:1", "Remember that we are a GmbH", OTHER, person="u-3")
     assert api.get("/v1/people/u-3/memory", headers=OTHER).status_code == 200
+
+
+def reply_to(client: TestClient, key: str, text: str, headers: dict[str, str], **extra: str) -> str:
+    body = {"audience": "client", "author": "Ann", "text": text, **extra}
+    response = client.post(f"/v1/conversations/{key}/messages", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    return str(response.json()["text"])
+
+
+def test_remember_that_says_where_it_is_saved_and_the_memory_lists_it(api: TestClient) -> None:
+    reply = reply_to(api, "api:shop:1", "remember that I use the Android app", SHOP, person="u-1")
+    assert reply.startswith("Noted: I use the Android app. Saved to your memory (person “u-1”)")
+    items = api.get("/v1/people/u-1/memory", headers=SHOP).json()
+    assert [i["text"] for i in items] == ["I use the Android app"]
+
+
+def test_without_a_person_remember_that_is_kept_in_the_conversation_only_and_says_so(
+    folding: None, api: TestClient
+) -> None:
+    key = "api:shop:1"
+    reply = reply_to(api, key, "remember that I use the Android app", SHOP)
+    assert reply.startswith("I will keep this in mind for this conversation only")
+    assert "Noted" not in reply and "Saved" not in reply
+    assert api.get(f"/v1/conversations/{key}/memory", headers=ALICE).json()["people"] == []
+    for question in ["How do I create an invoice?", "How do I record a payment?"]:
+        reply_to(api, key, question, SHOP)
+    said = api.get(f"/v1/conversations/{key}", headers=SHOP).json()["messages"]
+    assert [m["context_state"] for m in said if m["content"].startswith("remember")] == ["dropped"]
+    # The conversation's summary holds it from then on, with its recall id.
+    runtime: Runtime = api.app.state.runtime  # type: ignore[attr-defined]
+    summary = api.portal.call(latest_summary, runtime)  # type: ignore[union-attr]
+    assert f"Ann: remember that I use the Android app (#{said[0]['id']})" in summary
+    assert api.get(f"/v1/conversations/{key}/memory", headers=ALICE).json()["people"] == []
+
+
+async def latest_summary(runtime: Runtime) -> str:
+    async with runtime.sessions() as session:
+        texts = await session.scalars(select(Summary.text).order_by(Summary.id.desc()))
+        return str(texts.first())
+
+
+def test_an_anonymous_caller_is_told_its_remember_that_stays_in_the_conversation(
+    client: TestClient,
+) -> None:
+    """With no API key configured `/v1` is open, and nobody is remembered: a `person`
+    without a credential is not a memory."""
+    reply = reply_to(client, "c-1", "Remember that I use the Android app", {}, person="u-1")
+    assert reply.startswith("I will keep this in mind for this conversation only")
+    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    assert client.portal.call(stored_items, runtime) == []  # type: ignore[union-attr]
+
+
+async def stored_items(runtime: Runtime) -> list[str]:
+    async with runtime.sessions() as session:
+        return list(await session.scalars(select(MemoryItem.text)))

@@ -42,6 +42,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     ToolMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -69,6 +70,7 @@ from app.agent.offline.replies import (
 from app.agent.tools import SUGGESTED
 from app.decisions.decider import MessageDecider, decider_for
 from app.memory.facts import remembered
+from app.memory.kept import saved_place
 from app.observability.simulator import request_tokens
 from app.settings import DecisionSettings
 from knowledge.chunking import HEADING_SEPARATOR
@@ -91,6 +93,19 @@ def section_name(passage: dict[str, Any]) -> str:
 
 def _page_language(passage: dict[str, Any]) -> str:
     return language_from_path(Path(str(passage.get("source", ""))))
+
+
+def _saved_place(messages: list[BaseMessage]) -> str | None:
+    """Where the system prompt's memory note says a "remember that …" is saved (the note
+    opens a block of its own); None: this conversation only."""
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            blocks = [message.content] if isinstance(message.content, str) else message.content
+            for block in blocks:
+                text = block if isinstance(block, str) else str(block.get("text", ""))
+                if (place := saved_place(text)) is not None:
+                    return place
+    return None
 
 
 class OfflineChatModel(BaseChatModel):
@@ -177,7 +192,8 @@ class OfflineChatModel(BaseChatModel):
         decider = self._decider()
         if not this_turn:
             if fact := remembered(question):
-                return AIMessage(content=noted_reply(decider.language(question).language, fact))
+                language = decider.language(question).language
+                return AIMessage(content=noted_reply(language, fact, _saved_place(messages)))
             decision = decider.decide(question)
             if decider.is_smalltalk(decision, question):
                 return AIMessage(content=smalltalk_reply(decision.language))

@@ -27,10 +27,22 @@ _SMALLTALK = {
     "de": "Gern! Fragen Sie mich, wie etwas geht, und ich schlage es in der Dokumentation nach.",
     "ru": "Рад помочь! Спросите, как что-то сделать, и я найду ответ в документации.",
 }
+# A "remember that …" saved to the person's memory, and one kept in this conversation only.
 _NOTED = {
-    "en": "Noted: {fact}. I will keep it in mind.",
-    "de": "Notiert: {fact}. Ich behalte es im Kopf.",
-    "ru": "Запомнил: {fact}.",
+    "en": "Noted: {fact}. Saved to your memory ({place}): I will remember it in your next "
+    "conversations too.",
+    "de": "Notiert: {fact}. Gespeichert in Ihrem Gedächtnis ({place}): ich erinnere mich "
+    "auch in Ihren nächsten Gesprächen daran.",
+    "ru": "Запомнил: {fact}. Сохранено в вашей памяти ({place}): я вспомню это и в "
+    "следующих разговорах.",
+}
+_THIS_CONVERSATION_ONLY = {
+    "en": "I will keep this in mind for this conversation only: {fact}. Nothing is saved "
+    "for your next conversations.",
+    "de": "Das behalte ich nur für dieses Gespräch: {fact}. Für Ihre nächsten Gespräche "
+    "wird nichts gespeichert.",
+    "ru": "Учту это только в этом разговоре: {fact}. Для следующих разговоров ничего не "
+    "сохраняется.",
 }
 _SEE_ALSO = {"en": "Details: “{page}”.", "de": "Mehr dazu: „{page}“.", "ru": "Подробнее: «{page}»."}
 # An unsure answer: the documentation has pages near the question, none that holds it.
@@ -62,9 +74,12 @@ def smalltalk_reply(language: str) -> str:
     return _in(_SMALLTALK, language)
 
 
-def noted_reply(language: str, fact: str) -> str:
-    """The answer to "remember that …": nothing to look up."""
-    return _in(_NOTED, language).format(fact=fact)
+def noted_reply(language: str, fact: str, place: str | None) -> str:
+    """The answer to "remember that …": nothing to look up. `place`: where the fact is
+    saved; None when it stays in this conversation only."""
+    if place is None:
+        return _in(_THIS_CONVERSATION_ONLY, language).format(fact=fact)
+    return _in(_NOTED, language).format(fact=fact, place=place)
 
 
 def see_also(language: str, page: str) -> str:
