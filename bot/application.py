@@ -182,8 +182,8 @@ def build_application(
         MessageHandler(said & ADDRESSED_TO_BOT, bot.answer),
     ]
     if chat.handoffs is not None:  # a person may take chats over (app/handoff)
-        chat.handoffs.messenger = TelegramMessenger(application.bot, settings)
-        handoff = HandoffHandlers(settings, chat, chat.handoffs, sessions)
+        chat.handoffs.messenger = TelegramMessenger(application.bot, settings, sessions)
+        handoff = HandoffHandlers(settings, chat, chat.handoffs, sessions, bot.outbox)
         # Before the de-duplication (group -1) and the usual handlers: it de-duplicates
         # the messages it keeps from them itself.
         held = new_message & (filters.TEXT | filters.PHOTO) & ~filters.COMMAND

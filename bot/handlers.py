@@ -41,7 +41,15 @@ from bot.question import (
     whole_question,
 )
 from bot.render import Link, Part, reply_parts
-from bot.updates import audience, author_name, command_argument, conversation_key, question_text
+from bot.updates import (
+    audience,
+    author_name,
+    command_argument,
+    conversation_key,
+    group_person,
+    question_text,
+    replied_person,
+)
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +271,8 @@ class SupportBot:
             memory_scope=telegram_scope(
                 message.chat.id, message.from_user.id if message.from_user else None
             ),
+            person=group_person(message),  # in a group, a handoff is one member's
+            replying_to=replied_person(message),
         )
         destination = Destination.of(message)
         await show_typing(message)

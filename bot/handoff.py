@@ -1,29 +1,47 @@
 """Handoffs in Telegram: staff replies and notices sent to the client's chat, the card
-posted to the staff chat with a Claim button, and the bot staying quiet in a chat a
-person has taken over (messages are stored for the staff member, not answered; `/ask`
-still gets the bot)."""
+posted to the staff chat with a Claim button, and the bot staying quiet where a person
+has taken over (messages are stored for the staff member, not answered; `/ask` still gets
+the bot). In a group that is one member's thread, their messages and replies to them:
+the bot answers the others, and staff replies reply to the member's last message."""
 
 import logging
 import re
 from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from telegram import Bot, ChatMember, InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram import (
+    Bot,
+    ChatMember,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    ReplyParameters,
+    Update,
+)
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 from telegramify_markdown import utf16_len
 
 from app.chat.service import ChatService
-from app.chat.types import TurnRequest
+from app.chat.types import TurnReply, TurnRequest
+from app.db import queries
+from app.db.models import TelegramDelivery
 from app.handoff.card import HandoffCard
 from app.handoff.service import HandoffService, Undelivered
-from app.handoff.store import HandoffConflict, active_for_key
+from app.handoff.store import HandoffConflict, holding, people_of
 from app.observability import metrics
 from app.settings import Settings
 from bot.dedupe import claim_update
-from bot.delivery import send_patiently
+from bot.delivery import Destination, Outbox, send_patiently
 from bot.render import Entity, Part, split_parts
-from bot.updates import audience, author_name, conversation_key, question_text
+from bot.updates import (
+    audience,
+    author_name,
+    conversation_key,
+    group_person,
+    question_text,
+    replied_person,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +77,36 @@ def chat_of(key: str) -> tuple[int, int | None] | None:
 class TelegramMessenger:
     """app.handoff.service.Messenger over the Bot API."""
 
-    def __init__(self, bot: Bot, settings: Settings) -> None:
+    def __init__(
+        self, bot: Bot, settings: Settings, sessions: async_sessionmaker[AsyncSession]
+    ) -> None:
         self._bot = bot
         self._staff_chat = settings.handoff.staff_telegram_chat_id
         self._count_failures = settings.observability.metrics_enabled
+        self._sessions = sessions
 
-    async def to_client(self, conversation_key: str, author: str | None, text: str) -> bool:
+    async def to_client(
+        self, conversation_key: str, author: str | None, text: str, in_reply_to: int | None
+    ) -> bool:
         chat = chat_of(conversation_key)
         if chat is None:
             return False
-        await self._send_parts(chat[0], client_parts(author, text), thread=chat[1])
+        reply_to = (
+            None if in_reply_to is None else await self._message_of(conversation_key, in_reply_to)
+        )
+        await self._send_parts(
+            chat[0], client_parts(author, text), thread=chat[1], reply_to=reply_to
+        )
         return True
+
+    async def _message_of(self, conversation_key: str, turn: int) -> int | None:
+        """The Telegram message of the turn's question, as its delivery recorded it."""
+        async with self._sessions() as session:
+            found = await queries.find_turn(session, conversation_key, turn)
+            if found is None:
+                return None
+            delivery = await session.get(TelegramDelivery, found[1].id)
+        return delivery.reply_to_message_id if delivery else None
 
     async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
         if self._staff_chat is None:
@@ -94,9 +131,12 @@ class TelegramMessenger:
         parts: list[Part],
         *,
         thread: int | None = None,
+        reply_to: int | None = None,
         under_last: InlineKeyboardMarkup | None = None,
     ) -> None:
-        """The parts in order, each resent with patience (bot/delivery.py's policy)."""
+        """The parts in order (the first replying to message `reply_to`, if any), each
+        resent with patience (bot/delivery.py's policy)."""
+        replying = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
         for arrived, part in enumerate(parts):
             send = partial(
                 self._bot.send_message,
@@ -105,6 +145,7 @@ class TelegramMessenger:
                 entities=part.entities or None,
                 parse_mode=None,
                 message_thread_id=thread,
+                reply_parameters=replying if arrived == 0 else None,
                 reply_markup=under_last if arrived == len(parts) - 1 else None,
             )
             try:
@@ -123,34 +164,51 @@ class HandoffHandlers:
         chat: ChatService,
         handoffs: HandoffService,
         sessions: async_sessionmaker[AsyncSession],
+        outbox: Outbox,
     ) -> None:
         self._settings = settings
         self._chat = chat
         self._handoffs = handoffs
         self._sessions = sessions
+        self._outbox = outbox
 
     async def hold_for_staff(self, update: Update, context: Context) -> None:
-        """Before the usual handlers: in a chat a person has taken over, store the message
-        for them and answer nothing (this handler de-duplicates the update itself)."""
+        """Before the usual handlers: a message a person's handoff holds (in a group the
+        member's own and replies to them, in a private chat every one) is stored for the
+        staff member and not answered (this handler de-duplicates the update itself)."""
         message = update.effective_message
         if message is None:
             return
         key = conversation_key(message)
+        request = TurnRequest(
+            "telegram",
+            key,
+            audience(message, self._settings.telegram),
+            author_name(message),
+            question_text(message) or "[image]",
+            person=group_person(message),
+            replying_to=replied_person(message),
+        )
         async with self._sessions() as session:
-            if await active_for_key(session, key) is None:
+            if await holding(session, key, people_of(request)) is None:
                 return  # the usual handlers (and their de-duplication) take it
             first_time = await claim_update(session, context.bot.id, update.update_id)
         if first_time:
-            text = question_text(message) or "[image]"
-            request = TurnRequest(
-                "telegram",
-                key,
-                audience(message, self._settings.telegram),
-                author_name(message),
-                text,
-            )
-            await self._chat.turn_outcome(request)
+            await self._hold(message, request)
         raise ApplicationHandlerStop
+
+    async def _hold(self, message: Message, request: TurnRequest) -> None:
+        """The turn (quiet, or the bot given back); its message recorded as the turn's
+        delivery, which staff replies reply to, and what the turn says sent."""
+        outcome = await self._chat.turn_outcome(request)
+        if outcome.turn is None:  # nothing was stored
+            return
+        destination = Destination.of(message)
+        turn_id = await self._outbox.expect(request.conversation_key, outcome.turn, destination)
+        said = outcome.text if isinstance(outcome, TurnReply) else ""
+        await self._outbox.deliver(
+            message.get_bot(), turn_id, destination, client_parts(None, said)
+        )
 
     async def claim(self, update: Update, _: Context) -> None:
         """The Claim button under a card in the staff chat."""

@@ -28,6 +28,29 @@ def author_name(message: Message) -> str | None:
     return message.from_user.full_name if message.from_user else None
 
 
+def _sender(message: Message) -> str | None:
+    """Who wrote it, by id: the user, or the chat an anonymous admin or channel writes as."""
+    if message.sender_chat is not None:
+        return f"telegram:{message.sender_chat.id}"
+    return f"telegram:{message.from_user.id}" if message.from_user else None
+
+
+def group_person(message: Message) -> str | None:
+    """Who wrote a group message (`TurnRequest.person`): a handoff there is one member's.
+    None in a private chat, which is one person's anyway."""
+    return None if message.chat.type == ChatType.PRIVATE else _sender(message)
+
+
+def replied_person(message: Message) -> str | None:
+    """Whose group message this one replies to (`TurnRequest.replying_to`): someone
+    else's, not a forum topic's start (every message of a topic replies to it)."""
+    replied = message.reply_to_message
+    if replied is None or replied.forum_topic_created is not None:
+        return None
+    person = group_person(replied)
+    return person if person != group_person(message) else None
+
+
 def _mentions_bot(message: Message) -> bool:
     bot = message.get_bot()
     types: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]

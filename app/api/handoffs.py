@@ -225,7 +225,7 @@ async def telegram_messenger(app: FastAPI) -> AsyncIterator[None]:
 
     bot = Bot(token.get_secret_value(), base_url=runtime.settings.telegram.api_base_url)
     async with bot:
-        handoffs.messenger = TelegramMessenger(bot, runtime.settings)
+        handoffs.messenger = TelegramMessenger(bot, runtime.settings, runtime.sessions)
         try:
             yield
         finally:

@@ -173,7 +173,7 @@ class ChatService:
         if not helpful:
             await self._rated_down(conversation, turn)
         if self.handoffs is not None and not helpful:
-            await self.handoffs.after_feedback(conversation)
+            await self.handoffs.after_feedback(conversation, turn)
 
     async def _rated_down(self, conversation: Conversation, turn: Turn) -> None:
         """A 👎 as the `rated_down` outcome: counted, and tagged on the turn's trace (as

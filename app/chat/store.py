@@ -222,7 +222,7 @@ class TurnStore:
                     session, conversation, start.last_turn, "interrupted", ORPHANED
                 )
             turn = await queries.start_turn(
-                session, conversation, start.last_turn + 1, request.memory_scope
+                session, conversation, start.last_turn + 1, request.memory_scope, request.person
             )
             content = request.text.strip() + IMAGE_MARKER * len(request.images)
             row = {"role": "user", "author": request.author, "content": content}

@@ -43,6 +43,11 @@ class TurnRequest:
     ask: bool = False
     # Whose memory the turn reads and writes (app/memory/scope.py); None: not remembered.
     memory_scope: str | None = None
+    # In a chat several people share (a Telegram group): who wrote the message, and whose
+    # message it replies to. A handoff, and the counts that open one, are then one
+    # person's (app/handoff); None: the conversation's (a direct chat, HTTP).
+    person: str | None = None
+    replying_to: str | None = None
 
 
 CITATION_EXCERPT_CHARS = 300

@@ -73,6 +73,9 @@ class Turn(Base):
     # The memory block the turn sent the model (app/memory/store.py), for staff to see what
     # it was told; a forgotten item's line is blanked here too.
     memory_block: Mapped[str | None] = mapped_column(Text)
+    # Who wrote it in a chat several people share (a Telegram group): the handoffs and the
+    # counts that open one are that person's (app/handoff). None: one person's chat, HTTP.
+    person: Mapped[str | None] = mapped_column(String(255))
 
 
 class Message(Base):
@@ -203,13 +206,16 @@ class Feedback(Base):
 class Handoff(Base):
     """A conversation handed to a person: `open` until a staff member claims it (one
     conditional UPDATE: the first claim wins), `claimed` while they reply, then
-    `resolved` and the bot answers again (app/handoff). One not resolved per conversation."""
+    `resolved` and the bot answers again (app/handoff). One not resolved per person of a
+    conversation: in a shared chat (a Telegram group) a handoff is one member's (`person`,
+    as `turns.person` names them); "" is the whole conversation's (a direct chat, HTTP)."""
 
     __tablename__ = "handoffs"
     __table_args__ = (
         Index(
-            "uq_handoffs_active_conversation",
+            "uq_handoffs_active_person",
             "conversation_id",
+            "person",
             unique=True,
             sqlite_where=text("status != 'resolved'"),
             postgresql_where=text("status != 'resolved'"),
@@ -220,6 +226,8 @@ class Handoff(Base):
     conversation_id: Mapped[int] = mapped_column(
         ForeignKey("conversations.id", ondelete="CASCADE"), index=True
     )
+    # Not NULL, so that the unique index keeps one whole-conversation handoff too.
+    person: Mapped[str] = mapped_column(String(255), default="", server_default="")
     status: Mapped[str] = mapped_column(String(16), default="open", index=True)
     reason: Mapped[str] = mapped_column(String(32))  # asked | model | not_found | thumbs_down
     requested_by: Mapped[str | None] = mapped_column(String(255))

@@ -95,9 +95,15 @@ async def turn_author(session: AsyncSession, conversation: Conversation, number:
 
 
 async def start_turn(
-    session: AsyncSession, conversation: Conversation, number: int, memory_scope: str | None
+    session: AsyncSession,
+    conversation: Conversation,
+    number: int,
+    memory_scope: str | None,
+    person: str | None,
 ) -> Turn:
-    turn = Turn(conversation_id=conversation.id, number=number, memory_scope=memory_scope)
+    turn = Turn(
+        conversation_id=conversation.id, number=number, memory_scope=memory_scope, person=person
+    )
     session.add(turn)
     await session.flush()
     return turn

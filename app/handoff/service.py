@@ -7,9 +7,12 @@ person takes it (a request for a person the decider is sure of), nobody (a perso
 conversation), or the bot (also when the client wants it back from a handoff nobody has
 claimed); `take` stores such a turn without the model, and `after_answer` may still hand
 over after the bot answered (the model called `request_human`, or the bot's last answers
-all found nothing in the documentation). Staff replies and notices reach chats outside the
-service (Telegram) through the `Messenger` an adapter sets; widget and API conversations
-read them from the transcript."""
+all found nothing in the documentation). In a chat several people share (a Telegram
+group) all of that is one member's (`TurnRequest.person`): their handoff, their counts,
+their messages and replies to them held (app/handoff/store.py). Staff replies and notices
+reach chats outside the service (Telegram) through the `Messenger` an adapter sets, in a
+shared chat as replies to the member's last message; widget and API conversations read
+them from the transcript."""
 
 import asyncio
 import logging
@@ -52,9 +55,13 @@ class Undelivered(Exception):
 class Messenger(Protocol):
     """How the service reaches chats it does not serve itself (an adapter's)."""
 
-    async def to_client(self, conversation_key: str, author: str | None, text: str) -> bool:
-        """Send `text` (under `author`'s name) to the conversation's chat: False when this
-        messenger does not serve that conversation; Undelivered when sending failed."""
+    async def to_client(
+        self, conversation_key: str, author: str | None, text: str, in_reply_to: int | None
+    ) -> bool:
+        """Send `text` (under `author`'s name) to the conversation's chat, as a reply to
+        the message of turn `in_reply_to` (the person's, in a shared chat) when that is
+        known: False when this messenger does not serve that conversation; Undelivered
+        when sending failed."""
         ...
 
     async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
@@ -133,7 +140,7 @@ class HandoffService:
         the conversation (unless addressed with /ask), the bot's again when the client
         wants it back from a handoff nobody has claimed; else the bot's, with what
         `after_answer` needs."""
-        active = await store.active_for_key(session, conversation.key)
+        active = await store.holding(session, conversation.key, store.people_of(request))
         enabled = self.enabled(request.audience)
         if active is not None and self._addressed(request):
             return Route("bot", BotTurn(during_handoff=active.status)) if enabled else BOT
@@ -146,9 +153,13 @@ class HandoffService:
             if self.decider.hands_over(decision, model_decides=self._model_decides):
                 return Route("handed_off", decision)
             limit = self._settings.handoff.not_found_turns
-            outcomes = await store.outcomes_since_resolved(session, conversation.id, limit)
+            outcomes = await store.outcomes_since_resolved(
+                session, conversation.id, request.person, limit
+            )
             return Route("bot", BotTurn(during_handoff=None, earlier_outcomes=outcomes))
-        if active.status == "open" and self.decider.gives_bot_back(decision):
+        # Only its own person gives a handoff back (not one replying to them in a group).
+        own = active.person == store.person_of(request.person)
+        if own and active.status == "open" and self.decider.gives_bot_back(decision):
             return Route("bot_back", (decision, active))
         return Route("quiet", active)
 
@@ -168,7 +179,7 @@ class HandoffService:
                 begun.conversation,
                 begun.turn.number,
                 "asked",
-                request.author,
+                (request.person, request.author),
                 self._how_sure(decision),
             )
             if opened is None:  # opened meanwhile by another turn
@@ -238,7 +249,8 @@ class HandoffService:
             how_sure = f"{limit} answers in a row found nothing relevant in the documentation"
         else:
             return reply, None
-        opened = await self._open(held, conversation, turn.number, reason, request.author, how_sure)
+        asker = (request.person, request.author)
+        opened = await self._open(held, conversation, turn.number, reason, asker, how_sure)
         if opened is None:
             return reply, None
         notice = self._takeover_notice(self._language(request.text), request.channel)
@@ -248,16 +260,18 @@ class HandoffService:
         announce = partial(self._announce, opened, request.audience)
         return replace(reply, text=text, handoff="open"), announce
 
-    async def after_feedback(self, conversation: Conversation) -> None:
+    async def after_feedback(self, conversation: Conversation, rated: Turn) -> None:
         """Open a handoff once answers got `thumbs_down` 👎 (since the last handoff); the
-        client is told in their chat."""
+        client is told in their chat. In a shared chat the answers to the `rated` turn's
+        person count, and the handoff is theirs."""
         if not self.enabled(conversation.audience):
             return
+        person = rated.person
         async with self._turns.reads() as session:
-            if await store.active_for_key(session, conversation.key):
+            if await store.holding(session, conversation.key, [store.person_of(person)]):
                 return
-            since = await store.last_resolved_at(session, conversation.id)
-            downs = await store.thumbs_down(session, conversation.id, since)
+            since = await store.last_resolved_at(session, conversation.id, person)
+            downs = await store.thumbs_down(session, conversation.id, person, since)
             said = await session.scalar(
                 select(Message.content)
                 .where(Message.conversation_id == conversation.id, Message.role == "user")
@@ -270,13 +284,14 @@ class HandoffService:
             async with held.sessions() as session:
                 turn = await self._last_turn(session, conversation)
             how_sure = f"{downs} answers rated 👎"
-            opened = await self._open(held, conversation, turn, "thumbs_down", None, how_sure)
+            asker = (person, None)
+            opened = await self._open(held, conversation, turn, "thumbs_down", asker, how_sure)
             if opened is None:
                 return
             notice = self._takeover_notice(self._language(said or ""), conversation.channel)
             await self._add_message(held, conversation, "assistant", None, notice)
         await self._announce(opened, conversation.audience)
-        await self._notify(conversation.key, notice)
+        await self._notify(opened, conversation, notice)
 
     # -- what staff do ---------------------------------------------------------------------
 
@@ -312,7 +327,7 @@ class HandoffService:
         conversation = await self._conversation(handoff)
         async with self._turns.hold(conversation.key) as held:
             message = await self._add_message(held, conversation, "staff", staff, text)
-        await self._deliver(conversation.key, staff, text)
+        await self._deliver(handoff, conversation, staff, text)
         return message
 
     async def resolve(self, handoff_id: int, staff: str) -> Handoff | None:
@@ -335,7 +350,7 @@ class HandoffService:
         notice = resumed_notice(self._language(said or ""))
         async with self._turns.hold(conversation.key) as held:
             await self._add_message(held, conversation, "assistant", None, notice)
-        await self._notify(conversation.key, notice)
+        await self._notify(handoff, conversation, notice)
         return handoff
 
     # -- inside ----------------------------------------------------------------------------
@@ -367,14 +382,16 @@ class HandoffService:
         conversation: Conversation,
         turn: int,
         reason: str,
-        requested_by: str | None,
+        asker: tuple[str | None, str | None],
         how_sure: str,
     ) -> Handoff | None:
         """Build the card (one summary-model call, stored as a `handoff` LLM call) and add
-        the open handoff; None when the conversation has one already. `how_sure`: how the
-        decision was made, for the card."""
+        the open handoff, the `asker`'s (their person, None for the whole conversation's,
+        and their name); None when one holds them already. `how_sure`: how the decision
+        was made, for the card."""
+        person, requested_by = store.person_of(asker[0]), asker[1]
         async with held.sessions() as session:
-            if await store.active_for_key(session, conversation.key):
+            if await store.holding(session, conversation.key, [person]):
                 return None
             summary = await queries.latest_summary(session, conversation)
             messages = await queries.context_messages(session, conversation)
@@ -398,6 +415,7 @@ class HandoffService:
         )
         handoff = Handoff(
             conversation_id=conversation.id,
+            person=person,
             reason=reason,
             requested_by=requested_by,
             card=card.to_json(),
@@ -424,16 +442,24 @@ class HandoffService:
         except Exception as error:
             log.error("the card of handoff %s was not posted to staff: %s", handoff.id, error)
 
-    async def _deliver(self, conversation_key: str, author: str | None, text: str) -> None:
-        if self.messenger is not None:
-            await self.messenger.to_client(conversation_key, author, text)
+    async def _deliver(
+        self, handoff: Handoff, conversation: Conversation, author: str | None, text: str
+    ) -> None:
+        """To the handoff's chat; in a shared chat as a reply to its person's last message."""
+        if self.messenger is None:
+            return
+        in_reply_to = None
+        if handoff.person != store.WHOLE_CONVERSATION:
+            async with self._turns.reads() as session:
+                in_reply_to = await store.last_turn_of(session, conversation.id, handoff.person)
+        await self.messenger.to_client(conversation.key, author, text, in_reply_to)
 
-    async def _notify(self, conversation_key: str, text: str) -> None:
+    async def _notify(self, handoff: Handoff, conversation: Conversation, text: str) -> None:
         """A notice of the bot's: stored already, so a chat that misses it is only logged."""
         try:
-            await self._deliver(conversation_key, None, text)
+            await self._deliver(handoff, conversation, None, text)
         except Undelivered as error:
-            log.error("a handoff notice did not reach %s: %s", conversation_key, error)
+            log.error("a handoff notice did not reach %s: %s", conversation.key, error)
 
     async def _conversation(self, handoff: Handoff) -> Conversation:
         async with self._turns.reads() as session:

@@ -1,16 +1,32 @@
 """Handoffs in the database. Each change of state is one conditional UPDATE, so two staff
 members (or two replicas) racing for the same handoff cannot both win; the partial unique
-index keeps one handoff not yet resolved per conversation."""
+index keeps one handoff not yet resolved per person of a conversation.
+
+In a chat several people share (a Telegram group) a handoff is one member's: it holds
+their messages and replies to them, and what opens it counts their turns only. A handoff
+of person "" is the whole conversation's (a direct chat, HTTP), and holds everyone."""
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from sqlalchemy import Integer, Select, bindparam, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.outcome import BOT_ANSWERED
+from app.chat.types import TurnRequest
 from app.db.models import Conversation, Feedback, Handoff, Turn
 
 HandoffStatus = Literal["open", "claimed", "resolved"]
@@ -27,16 +43,48 @@ class HandoffConflict(Exception):
         self.handoff = handoff
 
 
-_ACTIVE_FOR_KEY = (
+WHOLE_CONVERSATION = ""
+
+
+def person_of(person: str | None) -> str:
+    """`handoffs.person` of a turn's person (None: the whole conversation's)."""
+    return person or WHOLE_CONVERSATION
+
+
+def people_of(request: TurnRequest) -> list[str]:
+    """Whose handoff holds the request: its author's, then (in a shared chat) that of the
+    person whose message it replies to."""
+    replied = [request.replying_to] if request.replying_to else []
+    return [person_of(request.person), *replied]
+
+
+def _holding(theirs: ColumnElement[bool]) -> ColumnElement[bool]:
+    """The whole conversation's handoff, or one that `theirs` admits."""
+    return or_(Handoff.person == WHOLE_CONVERSATION, theirs)
+
+
+_HOLDING = (
     select(Handoff)
     .join(Conversation, Conversation.id == Handoff.conversation_id)
-    .where(Conversation.key == bindparam("key"), Handoff.status.in_(ACTIVE))
+    .where(
+        Conversation.key == bindparam("key"),
+        Handoff.status.in_(ACTIVE),
+        _holding(Handoff.person.in_(bindparam("people", expanding=True))),
+    )
+    # The author's own first: it is theirs to give back (`route`).
+    .order_by(case((Handoff.person == bindparam("author"), 0), else_=1))
+    .limit(1)
 )
 
 
-async def active_for_key(session: AsyncSession, conversation_key: str) -> Handoff | None:
+async def holding(
+    session: AsyncSession, conversation_key: str, people: list[str]
+) -> Handoff | None:
+    """The handoff not yet resolved that holds a message of `people` (`people_of`): one of
+    theirs, or the whole conversation's."""
     # Built once: every turn of a handed-over audience asks (see app/db/queries.py).
-    return await session.scalar(_ACTIVE_FOR_KEY, {"key": conversation_key})
+    parameters = {"key": conversation_key, "people": people, "author": people[0]}
+    return await session.scalar(_HOLDING, parameters)
 
 
 async def insert_open(session: AsyncSession, handoff: Handoff) -> bool:
@@ -50,24 +98,34 @@ async def insert_open(session: AsyncSession, handoff: Handoff) -> bool:
     return True
 
 
-async def last_resolved_at(session: AsyncSession, conversation_id: int) -> datetime | None:
-    """Triggers count what happened since the last handoff was resolved."""
+async def last_resolved_at(
+    session: AsyncSession, conversation_id: int, person: str | None
+) -> datetime | None:
+    """Triggers count what happened since the person's last handoff was resolved."""
     return await session.scalar(
-        select(func.max(Handoff.resolved_at)).where(Handoff.conversation_id == conversation_id)
+        select(func.max(Handoff.resolved_at)).where(
+            Handoff.conversation_id == conversation_id,
+            _holding(Handoff.person == person_of(person)),
+        )
     )
 
 
 def _outcomes_since_resolved() -> Select[str | None]:
     conversation = bindparam("conversation_id", type_=Integer)
+    person = bindparam("person", type_=String)
     resolved = (
         select(func.max(Handoff.resolved_at))
-        .where(Handoff.conversation_id == conversation)
+        .where(
+            Handoff.conversation_id == conversation,
+            _holding(Handoff.person == func.coalesce(person, WHOLE_CONVERSATION)),
+        )
         .scalar_subquery()
     )
     return (
         select(Turn.outcome)
         .where(
             Turn.conversation_id == conversation,
+            Turn.person.is_not_distinct_from(person),
             Turn.outcome.in_(BOT_ANSWERED),
             or_(resolved.is_(None), Turn.finished_at > resolved),
         )
@@ -80,11 +138,12 @@ _OUTCOMES_SINCE_RESOLVED = _outcomes_since_resolved()
 
 
 async def outcomes_since_resolved(
-    session: AsyncSession, conversation_id: int, count: int
+    session: AsyncSession, conversation_id: int, person: str | None, count: int
 ) -> list[str]:
-    """The outcomes of the conversation's last `count` turns the bot answered itself
-    (newest first) since its last handoff was resolved, in one statement."""
-    parameters = {"conversation_id": conversation_id, "count": count}
+    """The outcomes of the last `count` turns of `person` (None: a direct chat's or an HTTP
+    conversation's) the bot answered itself, newest first, since their last handoff was
+    resolved, in one statement."""
+    parameters = {"conversation_id": conversation_id, "person": person, "count": count}
     return [str(o) for o in await session.scalars(_OUTCOMES_SINCE_RESOLVED, parameters)]
 
 
@@ -97,13 +156,34 @@ async def turns_with_outcome(
     return set(await session.scalars(query))
 
 
-async def thumbs_down(session: AsyncSession, conversation_id: int, since: datetime | None) -> int:
-    query = select(func.count(Feedback.id)).where(
-        Feedback.conversation_id == conversation_id, Feedback.rating == "down"
+async def thumbs_down(
+    session: AsyncSession, conversation_id: int, person: str | None, since: datetime | None
+) -> int:
+    """👎 on the answers to `person`'s turns since `since`."""
+    query = (
+        select(func.count(Feedback.id))
+        .join(
+            Turn,
+            (Turn.conversation_id == Feedback.conversation_id) & (Turn.number == Feedback.turn),
+        )
+        .where(
+            Feedback.conversation_id == conversation_id,
+            Feedback.rating == "down",
+            Turn.person.is_not_distinct_from(person),
+        )
     )
     if since is not None:
         query = query.where(Feedback.created_at > since)
     return int(await session.scalar(query) or 0)
+
+
+async def last_turn_of(session: AsyncSession, conversation_id: int, person: str) -> int | None:
+    """The number of the person's last turn in the conversation (None: none yet)."""
+    return await session.scalar(
+        select(func.max(Turn.number)).where(
+            Turn.conversation_id == conversation_id, Turn.person == person
+        )
+    )
 
 
 async def listed(session: AsyncSession, statuses: Sequence[str]) -> list[Handoff]:

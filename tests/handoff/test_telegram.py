@@ -158,8 +158,10 @@ async def test_a_group_asks_for_a_person_staff_reply_in_the_chat_and_hand_back(
         late = await call(api, "post", f"/v1/handoffs/{handoff['id']}/claim", headers=BOB_STAFF)
         assert late.status_code == 409 and "claimed by alice" in late.json()["detail"]
 
-        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot are you there?"))
-        bot_api.push(bot_api.message(GROUP, BOB, "we wait for the person then"))
+        waiting = bot_api.message(GROUP, ANN, "@SupportBot are you there?")
+        bot_api.push(waiting)
+        # A reply to Ann is in her thread: held for staff too.
+        bot_api.push(bot_api.message(GROUP, BOB, "we wait for the person then", reply_to=waiting))
         await stored_user_messages(service, 5)
         for text in ("Hi Ann, Alice here.", "For a GmbH, set the EUR tax rates first."):
             sent = await call(
@@ -168,7 +170,7 @@ async def test_a_group_asks_for_a_person_staff_reply_in_the_chat_and_hand_back(
             )  # fmt: skip
             assert sent.status_code == 201 and sent.json()["role"] == "staff"
         await bot_api.wait_for_messages(6)
-        assert in_chat(bot_api, GROUP)[-2:] == [
+        assert [m["text"] for m in bot_api.replies_to(waiting)] == [
             "alice (support team):\nHi Ann, Alice here.",
             "alice (support team):\nFor a GmbH, set the EUR tax rates first.",
         ]
@@ -177,7 +179,7 @@ async def test_a_group_asks_for_a_person_staff_reply_in_the_chat_and_hand_back(
         resolved = await call(api, "post", f"/v1/handoffs/{handoff['id']}/resolve", headers=STAFF)
         assert resolved.json()["status"] == "resolved"
         await bot_api.wait_for_messages(7)  # the client hears the bot is back
-        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot how do I record a payment?"))
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot partial payment?"))
         await bot_api.wait_for_messages(8)
 
     assert "Record payment" in in_chat(bot_api, GROUP)[-1]
@@ -189,7 +191,7 @@ async def test_a_group_asks_for_a_person_staff_reply_in_the_chat_and_hand_back(
         ("user", "Bob", "we wait for the person then"),
         ("staff", "alice", "Hi Ann, Alice here."),
         ("staff", "alice", "For a GmbH, set the EUR tax rates first."),
-        ("user", "Ann", "how do I record a payment?"),
+        ("user", "Ann", "partial payment?"),
     ]
 
 
@@ -320,7 +322,9 @@ async def test_a_handoffs_first_send_failing_once_still_brings_notice_and_card_o
 
 
 async def test_a_long_card_is_posted_in_parts_claim_under_the_last_after_a_5xx(
-    bot_api: FakeBotApi, handoff_settings: Settings
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     constraints = [f"Ann: account {n} must keep its EUR balance for the audit" for n in range(150)]
     card = HandoffCard(
@@ -338,7 +342,7 @@ async def test_a_long_card_is_posted_in_parts_claim_under_the_last_after_a_5xx(
     )
     bot_api.fail_sends(1, 502)  # the first part is refused once, then resent
     async with Bot(TOKEN, base_url=f"{bot_api.url}/bot") as bot:
-        await TelegramMessenger(bot, handoff_settings).card_opened(7, card)
+        await TelegramMessenger(bot, handoff_settings, sessions).card_opened(7, card)
 
     parts = in_chat(bot_api, STAFF_CHAT)
     assert len(parts) >= 2
@@ -417,3 +421,66 @@ async def test_a_claim_from_telegram_is_by_user_id_never_by_name(
         assert "is yours" in taken["text"]
         claimed = (await call(api, "get", f"/v1/handoffs/{handoff['id']}", headers=STAFF)).json()
         assert (claimed["status"], claimed["claimed_by"]) == ("claimed", "telegram:31")
+
+
+# -- in a group a handoff is one member's ----------------------------------------------------
+
+
+async def test_in_a_group_the_member_whose_questions_found_nothing_is_handed_over_alone(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    model: CapturingChatModel,
+) -> None:
+    """Two answers that found nothing, to different members, hand nobody over; Ann's second
+    hands her over: Bob is still answered, Ann's messages and replies to her are kept for
+    staff, and staff replies reply to her last message."""
+    assert service.handoffs is not None
+    async with polling_bot(handoff_settings, service, sessions):
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot how do I export payroll?"))
+        await bot_api.wait_for_messages(1)
+        bot_api.push(bot_api.message(GROUP, BOB, "@SupportBot payroll for freelancers?"))
+        await bot_api.wait_for_messages(2)
+        assert await service.handoffs.queue() == []  # one answer each found nothing
+
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot payroll for contractors then?"))
+        await bot_api.wait_for_messages(4)  # the answer with the notice, the card for staff
+        assert "person from our support team" in in_chat(bot_api, GROUP)[-1]
+        (handoff,) = await service.handoffs.queue()
+        assert (handoff.person, handoff.reason, handoff.requested_by) == (
+            f"telegram:{ANN['id']}",
+            "not_found",
+            "Ann",
+        )
+
+        bot_api.push(bot_api.message(GROUP, BOB, "@SupportBot VAT rates?"))
+        await bot_api.wait_for_messages(5)
+        assert "Settings → Taxes" in in_chat(bot_api, GROUP)[-1]  # Bob is answered
+
+        calls_before = len(model.calls)
+        held = bot_api.message(GROUP, ANN, "@SupportBot VAT rates?")
+        bot_api.push(held)
+        bot_api.push(bot_api.message(GROUP, BOB, "@SupportBot Ann, see Taxes", reply_to=held))
+        answered = bot_api.message(GROUP, BOB, "@SupportBot partial payment?")
+        bot_api.push(answered)  # a group's updates are handled in order: Ann's went first
+        await bot_api.wait_for_messages(6)
+        assert bot_api.replies_to(held) == []
+        assert "partial payment" in bot_api.replies_to(answered)[0]["text"]
+        assert len(model.calls) == calls_before + 2  # Bob's question only (a search, an answer)
+
+        await service.handoffs.claim(handoff.id, "alice")
+        await service.handoffs.reply(handoff.id, "alice", "Hi Ann, payroll is on the roadmap.")
+        assert [m["text"] for m in bot_api.replies_to(held)] == [
+            "alice (support team):\nHi Ann, payroll is on the roadmap."
+        ]
+
+    found = await service.history(f"telegram:{GROUP['id']}")
+    assert found is not None
+    users = [(m.author, m.content) for m in found[1] if m.role == "user"]
+    assert users[-3:] == [
+        ("Ann", "VAT rates?"),
+        ("Bob", "Ann, see Taxes"),
+        ("Bob", "partial payment?"),
+    ]
+    assert len(bot_api.delivered) == 7
