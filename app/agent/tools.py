@@ -126,9 +126,9 @@ def knowledge_search_tool(
     nothing on the query, as does a query outside the collection's `scope` (when it has
     one). `relevance` gives the thresholds in force (the collection's calibration, or the
     configured ones); without any (a collection not calibrated yet, a retriever that keeps
-    no calibration) every passage found is passed on, as found. `token_budget` None: found passages are left for
-    `ResultBudgetMiddleware` to render (the result's text is empty until then), under the
-    memory profile's budget, rather than rendered twice."""
+    no calibration) every passage found is passed on, as found. `token_budget` None:
+    found passages are left for `ResultBudgetMiddleware` to render (the result's text is
+    empty until then), under the memory profile's budget, rather than rendered twice."""
 
     @tool(
         KNOWLEDGE_TOOL,
@@ -142,9 +142,7 @@ def knowledge_search_tool(
         passages = relevant_passages(found, threshold)
         if passages and scope is not None and not scope.covers(query):
             found = passages = []
-        answering = (
-            answering_passages(query, passages, found, language) if thresholds else passages
-        )
+        answering = answering_passages(query, passages, found, language) if thresholds else passages
         if not answering:
             near = thresholds.related_for_query(query) if thresholds else 0.0
             related = _one_per_page(relevant_passages(found, near))
