@@ -14,12 +14,12 @@ from typer.core import TyperCommand, TyperGroup
 from typer.models import DefaultPlaceholder
 
 from app import conversations_cli
+from app import kb_cli as knowledge_cli
 from app.bench import cli as bench_cli
 from app.insights import cli as insights_cli
 from app.memory import cli as memory_cli
 from bot import cli as telegram_cli
 from evals import cli as eval_cli
-from knowledge import cli as knowledge_cli
 
 
 class ReadableCommand(TyperCommand):

@@ -49,13 +49,13 @@ from app.observability.simulator import RULES, PrefixCacheSimulator
 from app.observability.tracing import Tracer
 from app.settings import AUDIENCES, KnowledgeSettings, Settings
 from app.start_up_errors import InvalidSetting, one_line
-from app.tokens import count_tokens
 from knowledge import stores
 from knowledge.client import KnowledgeClient
 from knowledge.embeddings import embedder_name
 from knowledge.relevance import RelevanceThresholds
 from knowledge.scope import DocumentationScope, documentation_scope
 from knowledge.store import KnowledgeBase
+from knowledge.tokens import count_tokens
 from knowledge.types import Retriever
 
 log = logging.getLogger(__name__)

@@ -53,10 +53,10 @@ from app.observability.simulator import RULES, CacheRules, PrefixCacheSimulator,
 from app.observability.usage import CacheSource, UsageRecord
 from app.runtime import agent_factory
 from app.settings import DbSettings, Settings
-from app.tokens import count_tokens
 from evals.peers import peer_memory_factories
 from evals.profiles import context_profile, remembers_people, with_comparison_profiles
 from evals.scenario import HANDOFF_KIND, Chat, Scenario, ScenarioTurn
+from knowledge.tokens import count_tokens
 from knowledge.types import Retriever
 
 # The lower bound's cache: every prefix sent before is served, whatever its length or age.

@@ -9,8 +9,8 @@ heading as a line of the text. Tokens are counted with the service's tokenizer.
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from app.tokens import count_tokens, leading_text
 from knowledge.loaders import Document, Section
+from knowledge.tokens import count_tokens, leading_text
 
 HEADING_SEPARATOR = " > "
 

@@ -9,8 +9,8 @@ Titles, headings, sources and the query stay on their header line."""
 
 import re
 
-from app.tokens import count_tokens
 from knowledge.chunking import truncate_to_tokens
+from knowledge.tokens import count_tokens
 from knowledge.types import Passage
 
 # Below this many tokens a truncated passage says too little to be worth its header.

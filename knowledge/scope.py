@@ -35,7 +35,7 @@ from knowledge.graph_cache import GraphCache, default_cache_folder
 from knowledge.relevance import LabelledQuestion, load_questions
 
 if TYPE_CHECKING:
-    from app.settings import KnowledgeSettings
+    from knowledge.settings import KnowledgeSettings
 
 # Chosen on the GnuCash manuals' labelled questions, each set held out in turn with the
 # thresholds and the cut chosen on the others (`supportbot kb calibrate --scope --by-set`,

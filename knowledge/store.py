@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from app.settings import KnowledgeSettings
 from knowledge import sparse, stores
 from knowledge.calibration.collection import (
     CollectionCalibration,
@@ -36,6 +35,7 @@ from knowledge.ingest import CALIBRATING, Ingester, IngestReport, ProgressCallba
 from knowledge.ingest import discover_files as discover_files  # evals imports it from here
 from knowledge.keywords import KeywordIndex, query_language
 from knowledge.loaders import UNKNOWN_LANGUAGE
+from knowledge.settings import KnowledgeSettings
 from knowledge.sources import Removed, replace_sample
 from knowledge.sources import remove as remove_passages
 from knowledge.stats import KnowledgeStats, collection_stats

@@ -5,8 +5,8 @@ Each engine's library loads only when its store is opened (qdrant-client's takes
 
 from pathlib import Path
 
-from app.settings import KnowledgeSettings
 from knowledge.client import KnowledgeClient, shared
+from knowledge.settings import KnowledgeSettings
 
 
 def acquire(settings: KnowledgeSettings) -> KnowledgeClient:

@@ -15,7 +15,7 @@ page that answers 404 or 410, or is no longer listed, is deleted. A page that fa
 other way (a 500, a timeout, too large) keeps its passages and is reported. A passage's
 source is its page's URL after redirects, which citations link to.
 
-Fetching follows the web expert's rules (`app.agent.expert.fetch.PageFetcher`): http(s)
+Fetching follows the web expert's rules (`knowledge.fetch.PageFetcher`): http(s)
 only, every address checked and connected to as checked, no private addresses unless
 `knowledge.sync_allow_private_addresses`, one deadline and a size limit per page.
 
@@ -36,10 +36,10 @@ from urllib.robotparser import RobotFileParser
 
 import httpx
 
-from app.agent.expert.fetch import FetchRefused, PageFetcher
-from app.settings import KnowledgeSettings
+from knowledge.fetch import FetchRefused, PageFetcher
 from knowledge.ingest import IngestReport, RawDocument, Reading, Unchanged, Unreadable
 from knowledge.loaders import HTML_SUFFIXES, SUPPORTED_SUFFIXES
+from knowledge.settings import KnowledgeSettings
 from knowledge.sources import Removed
 from knowledge.store import KnowledgeBase
 

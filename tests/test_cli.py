@@ -81,7 +81,7 @@ def loaded_after(code: str, modules: tuple[str, ...]) -> list[str]:
 
 
 def test_the_service_loads_what_it_does_not_use_only_when_used() -> None:
-    code = "import app.api.main\nfrom app.tokens import count_tokens\ncount_tokens('x')"
+    code = "import app.api.main\nfrom knowledge.tokens import count_tokens\ncount_tokens('x')"
     assert loaded_after(code, UNUSED_BY_THE_SERVICE) == []
 
 

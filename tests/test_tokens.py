@@ -3,7 +3,7 @@ characters, and a text naming a special token counted as text."""
 
 import bpe_openai
 
-from app.tokens import ENCODING_NAME, count_tokens, encode, leading_text
+from knowledge.tokens import ENCODING_NAME, count_tokens, encode, leading_text
 
 TEXTS = [
     "How do I create an invoice?",

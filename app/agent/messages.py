@@ -5,7 +5,7 @@ import re
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from app.tokens import count_tokens
+from knowledge.tokens import count_tokens
 
 _AUTHOR_PREFIX = re.compile(r"^[^:\n]{1,64}: ")
 

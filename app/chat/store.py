@@ -35,7 +35,7 @@ from app.db.engine import read_only
 from app.db.models import Conversation, LLMCall, Turn
 from app.observability.usage import UsageRecord
 from app.settings import DbSettings
-from app.tokens import count_tokens
+from knowledge.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 

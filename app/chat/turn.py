@@ -50,7 +50,7 @@ from app.observability.simulator import PrefixCacheSimulator
 from app.observability.tracing import MemoryReport, Tracer, TurnTrace
 from app.observability.usage import UsageTotals
 from app.settings import Settings
-from app.tokens import count_tokens
+from knowledge.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 

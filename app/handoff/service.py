@@ -43,7 +43,7 @@ from app.handoff.store import HandoffConflict
 from app.observability.calls import UsageCollector
 from app.observability.tracing import Tracer
 from app.settings import Settings
-from app.tokens import count_tokens
+from knowledge.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import Conversation, MemoryItem, Message, Summary, Turn
 from app.memory.facts import kind_of
 from app.memory.scope import CHAT_WIDE, is_chat_wide, tenant_of
-from app.tokens import count_tokens
+from knowledge.tokens import count_tokens
 
 FORGOTTEN = "[forgotten at the person's request]"
 BLOCK = "people_memory"

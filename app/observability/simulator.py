@@ -22,7 +22,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from app.observability.model_names import match_model
-from app.tokens import encode
+from knowledge.tokens import encode
 
 
 @dataclass(frozen=True)

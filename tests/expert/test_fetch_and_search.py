@@ -6,9 +6,9 @@ import pytest
 from pydantic import SecretStr
 
 from app.agent.expert.agent import ask_expert_tool
-from app.agent.expert.fetch import FetchRefused, PageFetcher, is_public, parse_address
 from app.agent.expert.search import SearchResult, SearxngBackend, TavilyBackend, search_backend
 from app.settings import ExpertSettings, Settings
+from knowledge.fetch import FetchRefused, PageFetcher, is_public, parse_address
 from tests.expert.conftest import DRIP_CHUNKS, TLS_HOST, FakeWeb
 
 PUBLIC_ADDRESS = "93.184.215.14"  # a public address; tests/conftest.py blocks connecting to it

@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
+from app import kb_cli as cli
 from app.api import admin
 from app.api.deps import get_app_settings
 from app.settings import Settings
-from knowledge import cli
 from knowledge.store import IngestReport, KnowledgeBase
 
 

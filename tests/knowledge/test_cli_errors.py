@@ -19,10 +19,10 @@ import pytest
 from qdrant_client import QdrantClient, models
 from typer.testing import CliRunner, Result
 
+from app import kb_cli as knowledge_cli
 from app.cli import cli
 from app.settings import SOURCE_ROOT, get_settings
 from knowledge import bench, stores
-from knowledge import cli as knowledge_cli
 from tests.conftest import SAMPLE_KB
 
 SUPPORTBOT = Path(sys.executable).with_name("supportbot")

@@ -1,7 +1,7 @@
 """The search_knowledge_base tool result: numbered, cited, within its token budget."""
 
-from app.tokens import count_tokens
 from knowledge.format import format_passages
+from knowledge.tokens import count_tokens
 from knowledge.types import Passage
 
 

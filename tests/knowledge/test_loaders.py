@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from app.tokens import count_tokens
 from knowledge.chunking import chunk_document, truncate_to_tokens
 from knowledge.loaders import load_document
+from knowledge.tokens import count_tokens
 from tests.conftest import FIXTURES
 from tests.knowledge.conftest import GNUCASH
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from app import kb_cli as cli
 from app.settings import KnowledgeSettings, get_settings
-from knowledge import cli
 from knowledge.store import KnowledgeBase
 from knowledge.sync import SiteUnavailable, sitemap_entries, sync_site
 from tests.knowledge.test_cli_errors import one_line_error

@@ -8,8 +8,8 @@ from app.agent.memory.decisions import cleared_copy
 from app.agent.memory.profiles import ResultPolicy
 from app.agent.memory.results import shaped_result
 from app.agent.tools import KNOWLEDGE_TOOL
-from app.tokens import count_tokens
 from knowledge.format import format_passages
+from knowledge.tokens import count_tokens
 from tests.memory.conftest import passages
 
 PAGES = passages(count=8)

@@ -20,7 +20,7 @@ from app.observability.simulator import (
     encode_request,
     request_tokens,
 )
-from app.tokens import encode
+from knowledge.tokens import encode
 
 
 def tokens(length: int, *, change_at: int | None = None) -> list[int]:

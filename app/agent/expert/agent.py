@@ -23,7 +23,6 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.constants import TAG_NOSTREAM
 
-from app.agent.expert.fetch import PageFetcher
 from app.agent.expert.findings import (
     ExpertReport,
     Findings,
@@ -46,6 +45,7 @@ from app.agent.models import OFFLINE, build_chat_model
 from app.agent.tools import ASK_EXPERT
 from app.observability.calls import PURPOSE_KEY
 from app.settings import ExpertSettings, Settings
+from knowledge.fetch import PageFetcher
 
 EXPERT_RUN_NAME = "expert"
 

@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.agent.expert.fetch import Page
 from app.agent.expert.search import SearchResult
+from knowledge.fetch import Page
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")

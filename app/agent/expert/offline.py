@@ -5,12 +5,12 @@ those pages that best match the question, each with its URL (none: "not found").
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall
 
-from app.agent.expert.fetch import Page
 from app.agent.expert.findings import ExpertReport, extract_facts
 from app.agent.expert.tools import FETCH_PAGE, WEB_SEARCH
 from app.agent.messages import message_text
 from app.agent.offline import OfflineChatModel
 from app.observability.model_names import OFFLINE_EXPERT_MODEL
+from knowledge.fetch import Page
 
 REPORT_TOOL = ExpertReport.__name__  # the tool create_agent's ToolStrategy offers
 

@@ -8,10 +8,10 @@ import httpx
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, tool
 
-from app.agent.expert.fetch import FetchRefused, PageFetcher
 from app.agent.expert.findings import Notebook
 from app.agent.expert.search import SearchBackend, SearchResult
 from app.observability.redact import redact_secrets
+from knowledge.fetch import FetchRefused, PageFetcher
 
 WEB_SEARCH = "web_search"
 FETCH_PAGE = "fetch_page"

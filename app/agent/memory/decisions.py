@@ -22,7 +22,7 @@ from langchain_core.messages import (
 
 from app.agent.memory.profiles import ClearingPolicy, MemoryProfile, SummaryPolicy, TrimPolicy
 from app.agent.messages import count_message_tokens
-from app.tokens import count_tokens
+from knowledge.tokens import count_tokens
 
 QUERY_CHARS = 80  # of a tool call's arguments in a placeholder
 

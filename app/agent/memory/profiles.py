@@ -1,6 +1,6 @@
 """The memory profiles, as data: one pydantic model per profile, defaults in one dict.
 
-Every threshold counts tokens with `app.tokens.count_tokens` over the conversation part of
+Every threshold counts tokens with `knowledge.tokens.count_tokens` over the conversation part of
 the context (the stored summary plus the messages the model still sees; the static system
 prompt and the tool definitions are not counted). A policy left out (`None`) is off.
 """

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.agent.memory.state import ArchivedMessage, MemoryContext
 from app.db import queries
 from app.db.models import Message
-from app.tokens import count_tokens
+from knowledge.tokens import count_tokens
 
 RECALL_TOOL = "recall_history"
 _RECALL_ID = re.compile(r"^\s*(?:recall\s+id\s*)?#?(\d+)\s*$", re.IGNORECASE)

@@ -1,0 +1,176 @@
+"""The knowledge base's settings (`SUPPORTBOT_KNOWLEDGE__…`): where Qdrant keeps it, how
+it is chunked, embedded, searched, calibrated and synced. A group of the service's
+settings (`app.settings.Settings.knowledge`), defined here so that `knowledge` reads its
+own settings without importing the service."""
+
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+
+from knowledge.relevance import RelevanceThresholds
+
+
+def web_address(url: str | None) -> str | None:
+    """`url` when it is an http(s) address with a host (a field validator's body)."""
+    if url:  # unset (None) or empty, as compose passes an unset variable
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not an http:// or https:// address with a host")
+    return url
+
+
+class KnowledgeSettings(BaseModel):
+    """The knowledge base: where Qdrant keeps it, how it is chunked, embedded and searched."""
+
+    qdrant_path: Path = Field(
+        Path("./var/qdrant"),
+        description="the embedded store's folder (Qdrant Edge; when no server is set)",
+    )
+    qdrant_url: str | None = Field(None, description="Qdrant server; the embedded store when unset")
+    qdrant_api_key: SecretStr | None = Field(None, description="the Qdrant server's API key")
+    collection: str = Field("kb", description="the collection the agent searches")
+    sample_path: Path = Field(
+        Path(__file__).resolve().parent / "sample_kb",
+        description="the sample knowledge base `supportbot kb ingest-sample` ingests",
+    )
+    ingest_roots: list[Path] = Field(
+        default_factory=list,
+        description="folders `POST /v1/admin/kb/ingest` may read (symlinks out of them are "
+        "refused); empty: the sample knowledge base folder only",
+    )
+    top_k: int = Field(4, description="passages one search_knowledge_base call returns")
+    passages_per_page: int = Field(
+        1, ge=1, description="passages of one page a search returns at most (more pages instead)"
+    )
+    result_token_budget: int = Field(1000, description="tokens one tool result may take")
+    embedder: str = Field(
+        "e5",
+        description="`e5` (multilingual-e5-small, most products in int8), `e5-float` (its "
+        "float graph) or `use` (multilingual Universal Sentence Encoder); see "
+        "docs/knowledge.md",
+    )
+    model_cache_dir: Path | None = Field(
+        None,
+        description="where the embedder's built ONNX graph is kept between starts (rebuilt "
+        "when the weights, the quantizer settings or onnxruntime change); unset: "
+        "$XDG_CACHE_HOME/supportbot, by default ~/.cache/supportbot",
+    )
+    hybrid: bool = Field(False, description="fuse Qdrant's BM25 sparse hits with the dense ones")
+    language: str = Field(
+        "en",
+        description="language of the collection's documentation (ISO 639-1): the search tool "
+        "asks the model to query in it; BM25 scores queries in it",
+    )
+    keyword_weight: float = Field(
+        0.03,
+        ge=0,
+        description="weight of in-process BM25 added to the dense score for queries in "
+        "`language` (0: dense only)",
+    )
+    static_weight: float = Field(
+        0.005,
+        ge=0,
+        description="weight of WordLlama (a static English embedder) added like BM25 when "
+        "`language` is `en` (0: off)",
+    )
+    min_similarity: dict[str, float] = Field(
+        default_factory=dict,
+        description="per embedder (`e5`) and per query language (`e5:ru`): the dense "
+        "similarity below which a passage is not relevant; a search that finds none tells "
+        "the model the documentation has nothing on it. A query in a language not listed gets "
+        "the embedder's own. Empty (the default): the thresholds `kb ingest` calibrated on "
+        "the collection itself (`supportbot kb stats` shows them); set it from labelled "
+        "questions with `supportbot kb calibrate --questions`",
+    )
+    scope_questions: list[Path] = Field(
+        default_factory=list,
+        description="YAML files of questions labelled `docs: answerable | unanswerable` for "
+        "this collection (`questions:` or `messages:` lists, as "
+        "evals/decisions/relevance_calibration.yaml): a question nearer the unanswerable ones "
+        'than the answerable ones is told "not in the docs" even when a '
+        "passage passes the similarity threshold (knowledge/scope.py); empty: the threshold "
+        "alone. Calibrate with `supportbot kb calibrate --scope`",
+    )
+    scope_cut: float = Field(
+        0.0,
+        ge=-2,
+        le=2,
+        description="with `scope_questions`: a question is outside the documentation when "
+        "its five nearest labelled unanswerable questions are nearer (mean cosine) than its "
+        "five nearest answerable ones by more than this; `supportbot kb calibrate --scope` "
+        "chooses it",
+    )
+    chunk_tokens: int = Field(350, description="token budget of one indexed passage")
+    min_chunk_tokens: int = Field(
+        30,
+        description="smaller sections merge with a neighbour; each larger section is a "
+        "passage of its own, so that a search finds the section that answers and the answer "
+        "cites its heading",
+    )
+    embed_tokens: int = Field(128, description="leading tokens of a passage the embedder sees")
+    public_base_urls: dict[str, str] = Field(
+        default_factory=dict,
+        description="collection (or `collection/folder/`) -> the public URL its sources are "
+        "published under; a citation then links to base URL + the rest of its source path",
+    )
+    sync_max_pages: int = Field(
+        5000, gt=0, description="pages one `supportbot kb sync` reads at most"
+    )
+    sync_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="whole time `kb sync` gives one page (connect, headers, body, redirects)",
+    )
+    sync_max_page_bytes: int = Field(
+        20_000_000, gt=0, description="a larger page (or sitemap) is reported, not ingested"
+    )
+    sync_allow_private_addresses: bool = Field(
+        False,
+        description="let `kb sync` open loopback and private addresses (a help center on "
+        "your own network; tests); off, a site resolving to one is refused as the web "
+        "expert refuses it",
+    )
+
+    _http_addresses = field_validator("qdrant_url")(web_address)
+
+    @property
+    def configured_min_similarity(self) -> bool:
+        """Whether `min_similarity` sets thresholds for the configured embedder."""
+        prefix = f"{self.embedder}:"
+        return any(key == self.embedder or key.startswith(prefix) for key in self.min_similarity)
+
+    @property
+    def relevance_thresholds(self) -> RelevanceThresholds:
+        prefix = f"{self.embedder}:"
+        return RelevanceThresholds(
+            self.min_similarity.get(self.embedder, 0.0),
+            {
+                key.removeprefix(prefix): value
+                for key, value in self.min_similarity.items()
+                if key.startswith(prefix)
+            },
+            self.language,
+        )
+
+    @field_validator("public_base_urls")
+    @classmethod
+    def _web_addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, url in value.items():
+            if not url.startswith(("https://", "http://")):
+                raise ValueError(f"the public base URL of {key!r} is not an http(s) URL")
+        return value
+
+    def public_url(self, source: str) -> str | None:
+        """Where a passage of the configured collection is published: the base URL of the
+        longest matching key of `public_base_urls`, followed by the rest of the source path.
+        None when nothing matches (the citation then shows its excerpt)."""
+        if source.startswith(("https://", "http://")):
+            return source
+        path = f"{self.collection}/{source}"
+        matching = [k for k in self.public_base_urls if path.startswith(k.rstrip("/") + "/")]
+        if not matching:
+            return None
+        key = max(matching, key=len)
+        rest = path[len(key.rstrip("/")) + 1 :]
+        return self.public_base_urls[key].rstrip("/") + "/" + quote(rest)
