@@ -365,6 +365,7 @@ def remove(
 ) -> None:
     """Take an ingested folder or synced site, or one document, out of the knowledge base
     (or --all), and calibrate what is left."""
+    _settings()  # a bad setting is told first, as by every command
     if (source is None) == (not everything):
         _fail("give a folder or document to remove, or --all", 2)
     with _knowledge_base() as kb:

@@ -205,6 +205,9 @@ def answers(
     """Play each SCENARIO once with the configured model (offline by default, in the
     service's shape) and score how its answers read (evals/answers.py); or ask each of
     --questions over the documentation in --kb (evals/own_docs.py)."""
+    from app.settings import get_settings
+
+    get_settings()  # a bad setting is told first, as by every command
     if questions is not None:
         if kb is None or scenario:
             raise typer.BadParameter("--questions needs --kb and no --scenario")
