@@ -482,8 +482,8 @@ class WidgetSettings(BaseModel):
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(
         default_factory=list,
         description="addresses or networks (CIDR) of the SSO proxy: only requests from them "
-        "may sign in with `trusted_user_header` (and name the client in X-Forwarded-For); "
-        "the header from any other address is ignored and logged",
+        "may sign in with `trusted_user_header`; the header from any other address is "
+        "ignored and logged. Needs `SUPPORTBOT_API__KEYS` (an open API is refused behind it)",
     )
     allowed_origins: list[str] = Field(
         default_factory=list,
@@ -597,7 +597,8 @@ class ApiSettings(BaseModel):
     keys: dict[str, ApiKey] = Field(
         default_factory=dict,
         description='caller name -> {"key", "prefix"}; none: `/v1` is open to anonymous '
-        "clients, which is only allowed while the server binds a loopback address",
+        "clients, which is only allowed while the server binds a loopback address and "
+        "trusts no proxy",
     )
     host: str = Field(
         "127.0.0.1",
