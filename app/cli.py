@@ -177,8 +177,8 @@ def serve(
     try:
         # The port answers /healthz while the app loads (app/api/starting.py).
         # SIGTERM: no new connections; requests in flight get the grace period to finish.
-        # The peer address stays the peer's: X-Forwarded-For is read only from
-        # SUPPORTBOT_WIDGET__TRUSTED_PROXIES (app/api/auth.py), not from any local process.
+        # The peer address stays the peer's: forwarding headers only mark an anonymous
+        # request as passed on by a proxy (app/api/auth.py), whoever sent them.
         served = serve_while_loading(
             partial(service_app, settings),
             host=settings.api.host,

@@ -124,7 +124,9 @@ def test_a_refusal_found_when_the_turn_starts_is_a_422_on_the_stream_too(
 
 
 def behind_the_proxy(settings: Settings, sample_index: Path) -> TestClient:
-    """The app as the SSO proxy on this machine reaches it."""
+    """The app as the SSO proxy on this machine reaches it (an API key: an open API is
+    refused behind a proxy)."""
+    settings.api.keys = {"shop": ApiKey(key=SecretStr("shop-key-0123456789abcdef"))}
     settings.widget.trusted_user_header = "X-Forwarded-User"
     settings.widget.trusted_proxies = WidgetSettings(trusted_proxies=["127.0.0.1"]).trusted_proxies
     settings.knowledge.qdrant_path = sample_index

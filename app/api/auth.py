@@ -3,10 +3,12 @@
 Callers: staff (a token from SUPPORTBOT_WIDGET__STAFF_TOKENS, or the SSO proxy's trusted
 header, believed only from SUPPORTBOT_WIDGET__TRUSTED_PROXIES), a backend (an API key from
 SUPPORTBOT_API__KEYS, limited to its key prefix), or, only while no API key is configured,
-an anonymous client. The channel a turn is stored with comes from the credential: staff
-write through the widget, everyone else through the API. `telegram:` conversations are
-written by the bot alone and `widget:` ones by their staff member alone (who alone reads
-them), so nobody can post into a chat, or claim its key first, by guessing it.
+an anonymous client (one a proxy passed on reaches only the conversations it started:
+app/api/conversation_tokens.py). The channel a turn is stored with comes from the
+credential: staff write through the widget, everyone else through the API. `telegram:`
+conversations are written by the bot alone and `widget:` ones by their staff member alone
+(who alone reads them), so nobody can post into a chat, or claim its key first, by guessing
+it.
 """
 
 import ipaddress
@@ -32,12 +34,15 @@ class Caller:
     kind: CallerKind
     name: str | None = None
     key_prefix: str = ""  # a backend's conversation keys start with it
-    address: str | None = None  # an anonymous caller's client address
+    address: str | None = None  # an anonymous caller's peer address
+    # An anonymous caller a proxy passed on: it reaches only the conversations it started
+    # (app/api/conversation_tokens.py).
+    through_proxy: bool = False
 
     @property
     def rate_key(self) -> str:
         """Whom the rate limits and the token budget count: the credential, or an
-        anonymous caller's address; never a name the request body gives."""
+        anonymous caller's peer address; never a name the request body gives."""
         return f"{self.kind}:{self.name if self.kind != 'anonymous' else self.address}"
 
     @property
@@ -120,14 +125,14 @@ def _proxy_user(request: Request, widget: WidgetSettings) -> str | None:
         ) from refused
 
 
-def client_address(request: Request, widget: WidgetSettings) -> str | None:
-    """The client's address: the peer's, or, from a trusted proxy, the last address it
-    added to X-Forwarded-For (those before it are the client's word)."""
-    peer = request.client.host if request.client else None
-    forwarded = request.headers.getlist("x-forwarded-for")
-    if forwarded and widget.trusts(peer):
-        return forwarded[-1].rsplit(",", 1)[-1].strip() or peer
-    return peer
+FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip")
+
+
+def _through_proxy(request: Request) -> bool:
+    """Whether a proxy passed this request on: it names a client in a forwarding header.
+    Behind a proxy on the same host every caller's peer is a loopback address, so the
+    peer alone cannot tell a local client from anyone on the internet."""
+    return any(name in request.headers for name in FORWARDING_HEADERS)
 
 
 def _beyond_loopback(request: Request) -> str | None:
@@ -156,7 +161,12 @@ async def get_caller(request: Request, settings: SettingsDep) -> Caller:
         if api.anonymous_allowed:
             if refused := _beyond_loopback(request):
                 raise HTTPException(status.HTTP_401_UNAUTHORIZED, refused, CHALLENGE)
-            return Caller(kind="anonymous", address=client_address(request, widget))
+            return Caller(
+                kind="anonymous",
+                # Its peer: an open API trusts no proxy (app/api/exposure.py).
+                address=request.client.host if request.client else None,
+                through_proxy=_through_proxy(request),
+            )
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "an API key or staff credentials are required", CHALLENGE
         )

@@ -5,11 +5,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.api.auth import Caller, CallerDep, StaffFirst, get_caller, require_staff
-from app.api.deps import ChatServiceDep, SettingsDep
+from app.api.conversation_tokens import TOKEN_HEADER, check_started_by, start_or_check
+from app.api.deps import ChatServiceDep, RuntimeDep, SettingsDep
 from app.api.errors import documented
 from app.api.markdown import answer_html
 from app.api.rate_limits import Reservation, TurnLimits
@@ -81,14 +82,22 @@ class Turn:
 
     request: TurnRequest
     reservation: Reservation
+    conversation_token: str | None  # when the turn starts a public caller's conversation
 
 
 async def checked_turn(
-    key: ConversationKey, body: MessageIn, caller: CallerDep, chat: ChatServiceDep, http: Request
+    key: ConversationKey,
+    body: MessageIn,
+    caller: CallerDep,
+    chat: ChatServiceDep,
+    runtime: RuntimeDep,
+    http: Request,
+    response: Response,
 ) -> AsyncIterator[Turn]:
     """The turn, checked (and counted against the rate limits) before anything is stored
     or streamed; once the response has ended, what the turn reserved and did not settle
-    (it failed, or its client left) is given back."""
+    (it failed, or its client left) is given back. A conversation a public caller starts
+    is claimed last, so that a refused turn leaves its key free."""
     if refused := caller.may_write(key):
         raise HTTPException(status.HTTP_403_FORBIDDEN, refused)
     if body.audience == "staff" and not caller.is_staff:
@@ -105,7 +114,11 @@ async def checked_turn(
     limits = turn_limits(http)
     reservation = await limits.take(key, caller.rate_key)
     try:
-        yield Turn(request, reservation)
+        token = await start_or_check(caller, key, http, runtime)
+        if token:  # on the reply, and on a 502 that kept the message (app/api/main.py)
+            response.headers[TOKEN_HEADER] = token
+            http.state.conversation_token = token
+        yield Turn(request, reservation, token)
     finally:
         await limits.release(reservation)
 
@@ -140,7 +153,7 @@ async def post_message(
     fails answers 502; its detail says whether the message was kept."""
     reply = await chat.handle_turn(turn.request)
     await spent(http, caller, turn, reply.usage)
-    return ReplyOut.of(reply, settings.knowledge)
+    return ReplyOut.of(reply, settings.knowledge, turn.conversation_token)
 
 
 async def started_turn(turn: TurnDep, chat: ChatServiceDep) -> AsyncIterator[TurnEvent]:
@@ -177,7 +190,7 @@ async def stream_message(
             yield ServerSentEvent(event="token", data={"text": event.text})
         elif isinstance(event, TurnDone):
             await spent(http, caller, turn, event.reply.usage)
-            reply = ReplyOut.of(event.reply, settings.knowledge)
+            reply = ReplyOut.of(event.reply, settings.knowledge, turn.conversation_token)
             yield ServerSentEvent(event="done", data=reply.model_dump())
         elif isinstance(event, TurnError):
             data = {"detail": event.detail, "message_kept": event.message_kept}
@@ -195,11 +208,14 @@ def readable(
     return found
 
 
-async def readable_key(key: ConversationKey, caller: CallerDep) -> str:
-    """The path's key, refused before any lookup when the caller may not read it (so a
-    refusal says nothing about whether the conversation exists)."""
+async def readable_key(
+    key: ConversationKey, caller: CallerDep, runtime: RuntimeDep, http: Request
+) -> str:
+    """The path's key, refused before the conversation is looked up when the caller may
+    not read it (so a refusal says nothing about whether the conversation exists)."""
     if refused := caller.may_read(key):
         raise HTTPException(status.HTTP_403_FORBIDDEN, refused)
+    await check_started_by(caller, key, http, runtime)
     return key
 
 

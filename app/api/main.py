@@ -22,6 +22,7 @@ from app.api import (
     widget,
 )
 from app.api.body_limit import BodySizeLimit
+from app.api.conversation_tokens import TOKEN_HEADER
 from app.api.cross_site import CrossSiteGuard
 from app.api.errors import install_error_handlers
 from app.api.exposure import refuse_unsafe_exposure
@@ -97,10 +98,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
 
     @app.exception_handler(TurnFailed)
-    async def turn_failed(_: Request, exc: TurnFailed) -> JSONResponse:
+    async def turn_failed(request: Request, exc: TurnFailed) -> JSONResponse:
+        # A public caller's first turn that failed: the message may be kept, and only
+        # this token reaches it.
+        token = getattr(request.state, "conversation_token", None)
         return JSONResponse(
             {"detail": exc.detail},
             status_code=status.HTTP_502_BAD_GATEWAY,
+            headers={TOKEN_HEADER: token} if token else None,
         )
 
     return app

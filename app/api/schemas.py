@@ -185,9 +185,17 @@ class ReplyOut(BaseModel):
         description="set while a person has the conversation after this turn: `open` "
         "(waiting for a staff member) or `claimed` (one has it); null when the bot has it",
     )
+    conversation_token: str | None = Field(
+        None,
+        description="set on the first reply to an anonymous caller behind a proxy (as the "
+        "X-Conversation-Token header too): the conversation is its alone, and every later "
+        "request on it sends the token back in that header; null otherwise",
+    )
 
     @classmethod
-    def of(cls, reply: TurnReply, knowledge: KnowledgeSettings) -> "ReplyOut":
+    def of(
+        cls, reply: TurnReply, knowledge: KnowledgeSettings, conversation_token: str | None = None
+    ) -> "ReplyOut":
         return cls(
             conversation_key=reply.conversation_key,
             turn=reply.turn,
@@ -198,6 +206,7 @@ class ReplyOut(BaseModel):
             usage=UsageOut(**asdict(reply.usage)),
             outcome=reply.outcome,
             handoff=reply.handoff,
+            conversation_token=conversation_token,
         )
 
 

@@ -260,3 +260,15 @@ class MemoryItem(Base):
         ForeignKey("memory_items.id", ondelete="SET NULL")
     )
     superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ConversationToken(Base):
+    """Who started a conversation over an open API reached through a proxy: the SHA-256 of
+    the token its first reply gave (app/api/conversation_tokens.py). Keyed by the
+    conversation's key, claimed before its first turn creates the conversation."""
+
+    __tablename__ = "conversation_tokens"
+
+    conversation_key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

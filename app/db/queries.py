@@ -13,12 +13,38 @@ from typing import Any
 from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Conversation, Feedback, LLMCall, Message, Summary, Turn
+from app.db.models import (
+    Conversation,
+    ConversationToken,
+    Feedback,
+    LLMCall,
+    Message,
+    Summary,
+    Turn,
+)
 from app.observability.usage import UsageTotals
 
 
 async def get_conversation(session: AsyncSession, key: str) -> Conversation | None:
     return await session.scalar(select(Conversation).where(Conversation.key == key))
+
+
+async def conversation_token(session: AsyncSession, key: str) -> str | None:
+    """The SHA-256 of the token the caller who started conversation `key` got; None when
+    nobody started it with one."""
+    return await session.scalar(
+        select(ConversationToken.token_sha256).where(ConversationToken.conversation_key == key)
+    )
+
+
+async def claim_conversation(session: AsyncSession, key: str, token_sha256: str) -> bool:
+    """Record who starts conversation `key`; False when it exists already. Two callers
+    claiming it at once: the second flush raises IntegrityError (the key is unique)."""
+    if await get_conversation(session, key) is not None:
+        return False
+    session.add(ConversationToken(conversation_key=key, token_sha256=token_sha256))
+    await session.flush()
+    return True
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,8 @@ class ApiSettings(BaseModel):
     keys: dict[str, ApiKey] = Field(
         default_factory=dict,
         description='caller name -> {"key", "prefix"}; none: `/v1` is open to anonymous '
-        "clients, which is only allowed while the server binds a loopback address",
+        "clients, which is only allowed while the server binds a loopback address and "
+        "trusts no proxy",
     )
     host: str = Field(
         "127.0.0.1",

@@ -26,8 +26,8 @@ class WidgetSettings(BaseModel):
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = Field(
         default_factory=list,
         description="addresses or networks (CIDR) of the SSO proxy: only requests from them "
-        "may sign in with `trusted_user_header` (and name the client in X-Forwarded-For); "
-        "the header from any other address is ignored and logged",
+        "may sign in with `trusted_user_header`; the header from any other address is "
+        "ignored and logged. Needs `SUPPORTBOT_API__KEYS` (an open API is refused behind it)",
     )
     allowed_origins: list[str] = Field(
         default_factory=list,

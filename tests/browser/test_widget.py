@@ -33,7 +33,7 @@ from app.bench.scripted_llm import Fault, Reply, ScriptedLLM
 from app.db import migrate
 from app.db.engine import sync_url
 from app.db.models import Feedback
-from app.settings import LLMSettings, Settings
+from app.settings import ApiKey, LLMSettings, Settings
 
 pytestmark = pytest.mark.browser
 
@@ -292,6 +292,8 @@ def test_behind_the_sso_proxy_there_is_nothing_to_sign_out_of(
 ) -> None:
     configured.widget.trusted_user_header = "X-Forwarded-User"
     configured.widget.trusted_proxies = [ip_network("127.0.0.1/32")]  # the browser is the proxy
+    # An open API is refused behind a proxy.
+    configured.api.keys = {"shop": ApiKey(key=SecretStr("shop-key-0123456789abcdef"))}
     page = browser.new_page(viewport=DESKTOP)
     page.set_extra_http_headers({"X-Forwarded-User": "bob"})  # what the proxy adds
     page.goto(f"{serve()}/widget")
