@@ -523,14 +523,13 @@ def fit_decider() -> None:
     """Fit the decider on its examples and labelled messages (the settings' `decisions`)
     and write it beside them (app/decisions/fitted.npz), so that a server starts without
     embedding them: after any change to the examples, the labelled sets or the fit."""
-    from app.decisions.decider import decider_for
+    from app.decisions.decider import write_shipped_fit
     from app.decisions.intent import FITTED
     from app.settings import get_settings
 
     settings = get_settings()
-    classifier = decider_for(settings.knowledge.embedder, settings.decisions).classifier
-    classifier.fit().save(FITTED, classifier.model_fingerprint)
-    typer.echo(f"{FITTED}: fitted on {len(classifier.person_examples)} labelled messages")
+    fitted_on = write_shipped_fit(settings.knowledge.embedder, settings.decisions)
+    typer.echo(f"{FITTED}: fitted on {fitted_on} labelled messages")
 
 
 @app.command()
