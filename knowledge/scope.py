@@ -9,11 +9,8 @@ labelled unanswerable questions are nearer than its nearest answerable ones (the
 cosine of the `NEIGHBOURS` nearest of each kind, their difference the question's margin).
 Features a program lacks are asked again and again, by users who word them differently
 (web shops, payment providers, dark mode), each in a pocket of its own among the covered
-how-tos. A regression over the vectors, tried first, drew one boundary through them all
-and caught 47-56% of the unanswerable questions of held-out sets written blind; the
-nearest questions 84, 91, 96 and 100% of the next four blind sets' (at most 1 of 75
-answerable ones refused a set), and 87-100% of each of the five sets before them held out in turn
-(docs/benchmarks.md, decisions).
+how-tos, which one regression boundary over the vectors cannot separate and the nearest
+labelled questions can (figures: docs/benchmarks.md#decisions).
 
 A scope belongs to one collection: it reads that collection's labelled questions
 (`SUPPORTBOT_KNOWLEDGE__SCOPE_QUESTIONS`) when first used, and the margin above which a
@@ -39,8 +36,7 @@ if TYPE_CHECKING:
 
 # Chosen on the GnuCash manuals' labelled questions, each set held out in turn with the
 # thresholds and the cut chosen on the others (`supportbot kb calibrate --scope --by-set`,
-# docs/decisions.md): 3, 5 and 7 neighbours caught 94.6 / 94.7 / 94.5% of the unanswerable
-# questions at 4.7 / 4.6 / 4.5% of the answerable ones refused; 5 leans less on one question.
+# docs/decisions.md): 3, 5 and 7 neighbours caught as many; 5 leans less on one question.
 NEIGHBOURS = 5
 FOLDS = 10
 # A margin is a difference of two cosines: no cut above this refuses anything.
@@ -49,8 +45,7 @@ NO_CUT = 2.0
 # similarity thresholds are placed at this share of them, the scope's cut takes the rest.
 THRESHOLDS_SHARE = 0.4
 # The cut aims at this share of what may be refused: k folds of one labelled set hide how
-# far another set's wording lies (held out by set, the regression the scope was before
-# refused 6-7% with a cut aimed at 5%; the nearest questions 4.6% with one aimed at 4%).
+# far another set's wording lies (held out by set, more than the aimed share is refused).
 CUT_MARGIN = 0.8
 
 # Each labelled question's kind: answerable or not.

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
+from app import kb_calibrate
 from app import kb_cli as cli
 from app.api import admin
 from app.api.deps import get_app_settings
@@ -23,9 +24,11 @@ from knowledge.store import IngestReport, KnowledgeBase
 def cli_base(
     monkeypatch: pytest.MonkeyPatch, knowledge_base: KnowledgeBase, first_ingest: IngestReport
 ) -> KnowledgeBase:
-    monkeypatch.setattr(cli, "_knowledge_base", lambda: contextlib.nullcontext(knowledge_base))
+    for commands in (cli, kb_calibrate):
+        opened = lambda: contextlib.nullcontext(knowledge_base)  # noqa: E731
+        monkeypatch.setattr(commands, "open_knowledge_base", opened)
     # `stats` reads the store alone, without loading an embedder.
-    monkeypatch.setattr(cli, "_store", lambda: contextlib.nullcontext(knowledge_base.knowledge))
+    monkeypatch.setattr(cli, "open_store", lambda: contextlib.nullcontext(knowledge_base.knowledge))
     return knowledge_base
 
 
@@ -103,7 +106,7 @@ def test_calibrate_prints_the_thresholds_and_with_scope_the_scopes_settings(
     questions = Path(__file__).with_name("scope_questions.yaml")
     settings = Settings(_env_file=None)
     settings.knowledge.model_cache_dir = tmp_path
-    monkeypatch.setattr(cli, "_settings", lambda: settings)
+    monkeypatch.setattr(kb_calibrate, "load_settings", lambda: settings)
     runner = CliRunner()
 
     plain = runner.invoke(cli.app, ["calibrate", "--questions", str(questions)])
@@ -136,7 +139,7 @@ def test_calibrate_by_set_holds_each_questions_file_out_in_turn(
         path.write_text(yaml.safe_dump({"questions": labelled["questions"][number::2]}))
     settings = Settings(_env_file=None)
     settings.knowledge.model_cache_dir = tmp_path
-    monkeypatch.setattr(cli, "_settings", lambda: settings)
+    monkeypatch.setattr(kb_calibrate, "load_settings", lambda: settings)
     files = [argument for path in halves for argument in ("--questions", str(path))]
     runner = CliRunner()
 

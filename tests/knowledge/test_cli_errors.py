@@ -19,7 +19,7 @@ import pytest
 from qdrant_client import QdrantClient, models
 from typer.testing import CliRunner, Result
 
-from app import kb_cli as knowledge_cli
+from app import kb_support
 from app.cli import cli
 from app.settings import SOURCE_ROOT, get_settings
 from knowledge import bench, stores
@@ -386,8 +386,8 @@ def test_a_sample_path_that_does_not_exist(configure: pytest.MonkeyPatch) -> Non
 
 
 def test_bench_defaults_stay_inside_the_repository() -> None:
-    assert knowledge_cli.DEV_SCENARIOS.is_relative_to(SOURCE_ROOT)
-    assert all((knowledge_cli.DEV_SCENARIOS / name).is_file() for name in bench.EVAL_FILES)
+    assert kb_support.DEV_SCENARIOS.is_relative_to(SOURCE_ROOT)
+    assert all((kb_support.DEV_SCENARIOS / name).is_file() for name in bench.EVAL_FILES)
 
 
 def test_bench_reads_the_manuals_from_home_by_default(

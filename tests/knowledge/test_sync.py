@@ -317,7 +317,7 @@ def test_a_page_that_fails_keeps_its_passages_and_is_reported(
 
 @pytest.fixture
 def cli_settings(monkeypatch: pytest.MonkeyPatch, kb: KnowledgeBase) -> Iterator[None]:
-    monkeypatch.setattr(cli, "_knowledge_base", lambda: contextlib.nullcontext(kb))
+    monkeypatch.setattr(cli, "open_knowledge_base", lambda: contextlib.nullcontext(kb))
     monkeypatch.setenv("SUPPORTBOT_KNOWLEDGE__SYNC_ALLOW_PRIVATE_ADDRESSES", "true")
     get_settings.cache_clear()
     yield
