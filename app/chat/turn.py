@@ -343,7 +343,7 @@ class TurnRunner:
         note = memory_note(scope) if facts.remembered(request.text) else None
         told = [text for text in (note, block.text if block else None) if text]
         begun.working["people_memory"] = "\n\n".join(told) or None
-        begun.turn.memory_block = begun.working["people_memory"]  # stored as the turn closes
+        begun.turn.memory_block = block.text if block else None  # stored as the turn closes
         remembered = tuple(block.item_ids) if block else ()
         try:
             async with deadline:

@@ -14,14 +14,21 @@ from app.observability.simulator import RULES
 from app.settings import Settings
 from tests.conftest import make_client
 
-# Five questions on the sample knowledge base: the context passes 4,096 tokens, the
-# largest minimum prefix of any preset's default model.
+# Questions on the sample knowledge base until the context passes 4,096 tokens, the
+# largest minimum prefix of any preset's default model (each answer quotes one section).
 QUESTIONS = [
     "How do I create an invoice?",
     "How do I record a partial payment?",
     "Where do I set the VAT rates?",
     "How do I create an invoice for a new customer?",
     "How do I record a payment by bank transfer?",
+    "How do I import a bank statement?",
+    "How do I reconcile a bank transaction?",
+    "How do I issue a credit note?",
+    "How do I change the invoice numbering?",
+    "How do I send a payment reminder?",
+    "How do I add a user to my company?",
+    "Where do I see the VAT report?",
 ]
 
 
