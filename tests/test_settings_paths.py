@@ -61,9 +61,9 @@ def test_the_default_home_is_the_checkout_the_code_runs_from(
 def test_an_installed_package_defaults_to_the_user_data_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.settings
+    import app.settings.home
 
-    monkeypatch.setattr(app.settings, "SOURCE_ROOT", tmp_path / "site-packages")
+    monkeypatch.setattr(app.settings.home, "SOURCE_ROOT", tmp_path / "site-packages")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert default_home() == tmp_path / "data" / "supportbot"
     monkeypatch.delenv("XDG_DATA_HOME")
