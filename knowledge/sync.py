@@ -20,7 +20,8 @@ only, every address checked and connected to as checked, no private addresses un
 `knowledge.sync_allow_private_addresses`, one deadline and a size limit per page.
 
 Nothing is written until the site has answered with a list of pages: an unreachable site,
-or one that lists nothing, leaves the collection as it was (`SiteUnavailable`).
+or one that lists nothing, leaves the collection as it was (`SiteUnavailable`). One module:
+listing a site, fetching its pages and handing them to the ingester are one walk over it.
 """
 
 import asyncio
