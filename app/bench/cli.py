@@ -81,7 +81,9 @@ def load(
     conversation read back: lost messages, failed and stuck turns, order, latency, overhead.
     Exits with 1 when a message was lost, a turn stuck or stored out of order."""
     from app.bench.load import LoadPlan, run
+    from app.settings import get_settings
 
+    get_settings()  # a bad setting is told before anything is migrated or served
     plan = LoadPlan(
         conversations=conversations,
         turns=turns,
@@ -155,7 +157,9 @@ def cpu(
     from rich.table import Table
 
     from app.bench import cpu as bench
+    from app.settings import get_settings
 
+    get_settings()  # a bad setting is told before anything is migrated or served
     with TemporaryDirectory(prefix="supportbot-bench-") as scratch, _postgres(postgres) as pg:
         folder = Path(scratch)
         databases = {"sqlite": _migrated(f"sqlite:///{folder / 'bench.sqlite'}")}
