@@ -79,3 +79,31 @@ def own_docs(tmp_path: Path) -> Path:
         "# Refunds\n\nWe refund unused months when you cancel within 30 days.\n", "utf-8"
     )
     return folder
+
+
+def test_the_users_folder_replaces_the_sample_and_the_sample_never_comes_back(
+    own_docs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make run` ingests the sample; the user's first folder takes its place; `make run`
+    again leaves it out; `kb remove` takes a page out and recalibrates."""
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    monkeypatch.setenv("SUPPORTBOT_HOME", str(tmp_path))
+
+    def kb(*arguments: str) -> str:
+        result = CliRunner().invoke(cli, ["kb", *arguments])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    kb("ingest-sample")
+    replaced = kb("ingest", str(own_docs))
+    assert "the sample knowledge base (24 documents) was removed" in " ".join(replaced.split())
+    stats = kb("stats")
+    assert f"folder: {own_docs.resolve()} (1 documents)" in stats
+    assert str(SAMPLE_KB.resolve()) not in stats and "chunks by language: en" in stats
+    assert "calibration: relevant from similarity" in stats
+    assert "skipped" in kb("ingest-sample")
+    assert str(SAMPLE_KB.resolve()) not in kb("stats")
+    assert "documents -1" in kb("remove", "refunds.md")
