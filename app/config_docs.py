@@ -34,7 +34,8 @@ LONGEST_INLINE_DEFAULT = 70
 
 HEADER = f"""# Configuration
 
-<!-- Generated from app/settings/ and knowledge/settings.py by `{COMMAND}`; edit the models, not this file. -->
+<!-- Generated from app/settings/ and knowledge/settings.py by `{COMMAND}`;
+edit the models, not this file. -->
 
 Everything is an environment variable `SUPPORTBOT_<GROUP>__<FIELD>` (or a line of `.env`
 in the working directory); lists and maps are JSON, e.g.
