@@ -27,8 +27,14 @@ async def test_expired_counters_leave_the_storage() -> None:
 
 
 def test_a_shared_storage_must_be_one_whose_hits_can_be_given_back() -> None:
-    for url in ("memory://", "async+memcached://127.0.0.1:11211", "async+mongodb://127.0.0.1"):
-        with pytest.raises(ValidationError, match="not an async Redis or Valkey `limits` storage"):
+    for url in (
+        "memory://",
+        "redis://127.0.0.1:6379",  # not async
+        "async+valkey://127.0.0.1:6379",  # another client, not installed
+        "async+memcached://127.0.0.1:11211",
+        "async+mongodb://127.0.0.1",
+    ):
+        with pytest.raises(ValidationError, match="not an async Redis `limits` storage"):
             ApiSettings(rate_limit_storage_url=url)
     assert shared_storage("async+memory://") is not None
     assert shared_storage("async+redis://user:password@127.0.0.1:6379/1") is not None

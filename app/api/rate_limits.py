@@ -3,7 +3,7 @@ a caller may spend (the `limits` library, sliding-window counters).
 
 A caller is its credential: an API key, a staff member, or, for an anonymous client, its
 address; never the `author` a body names. The counters live in this process's memory
-(`CounterStorage`), or in Redis (or Valkey) named by SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL,
+(`CounterStorage`), or in the Redis SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL names,
 so that replicas count together."""
 
 import heapq

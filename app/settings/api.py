@@ -48,16 +48,22 @@ class ApiKey(BaseModel):
 
 def shared_limits_storage(url: str) -> type[MemoryStorage] | type[RedisStorage]:
     """The `limits` storage a URI names, if the rate limits can give its hits back (those
-    of a turn another limit refused): Redis or Valkey (async+memory:// counts in one
-    process)."""
+    of a turn another limit refused) and its client is installed: Redis through coredis
+    (a Valkey server too); async+memory:// counts in one process."""
     scheme = urlsplit(url).scheme
     kind = SCHEMES.get(scheme)
-    if not (isinstance(kind, type) and issubclass(kind, MemoryStorage | RedisStorage)):
-        raise ValueError(
-            f"{scheme}:// is not an async Redis or Valkey `limits` storage "
-            "(e.g. async+redis://user:password@redis:6379/1)"
-        )
-    return kind
+    if kind is MemoryStorage:
+        return MemoryStorage
+    if (
+        scheme.startswith("async+redis")
+        and isinstance(kind, type)
+        and issubclass(kind, RedisStorage)
+    ):
+        return kind
+    raise ValueError(
+        f"{scheme}:// is not an async Redis `limits` storage "
+        "(e.g. async+redis://user:password@redis:6379/1, for a Valkey server too)"
+    )
 
 
 class ApiSettings(BaseModel):
@@ -109,9 +115,9 @@ class ApiSettings(BaseModel):
     )
     rate_limit_storage_url: str | None = Field(
         None,
-        description="a `limits` async storage URI the replicas share, e.g. "
-        "`async+redis://user:password@redis:6379/1` (Redis or Valkey); unset: counters in "
-        "each process's memory, so each replica counts on its own",
+        description="the Redis the replicas count in together, as a `limits` async storage "
+        "URI: `async+redis://user:password@redis:6379/1` (a Valkey server too); unset: "
+        "counters in each process's memory, so each replica counts on its own",
     )
 
     @model_validator(mode="before")
