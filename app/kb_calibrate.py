@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from app.kb_support import (
-    CALIBRATION_QUESTIONS,
     fail,
     load_settings,
     open_knowledge_base,
@@ -28,10 +27,10 @@ def run_calibrate(
     questions: Annotated[
         list[Path],
         typer.Option(
-            help="YAML of questions labelled `docs: answerable | unanswerable`; repeat for "
-            "several (default: evals/decisions/relevance_calibration.yaml)"
+            help="YAML of this collection's questions labelled `docs: answerable | "
+            "unanswerable` (`supportbot insights questions` writes them); repeat for several"
         ),
-    ] = [CALIBRATION_QUESTIONS],  # noqa: B006 - typer reads the default, never mutates it
+    ],
     max_refused: Annotated[
         float, typer.Option(min=0, max=1, help="share of answerable questions it may refuse")
     ] = 0.05,

@@ -34,8 +34,6 @@ CollectionOption = Annotated[
     str | None, typer.Option(help="collection (default: the configured one)")
 ]
 
-# The questions the relevance threshold is chosen on (answerable with their pages, and not).
-CALIBRATION_QUESTIONS = DEV_SCENARIOS.parent / "decisions" / "relevance_calibration.yaml"
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -86,8 +86,8 @@ class KnowledgeSettings(BaseModel):
     scope_questions: list[Path] = Field(
         default_factory=list,
         description="YAML files of questions labelled `docs: answerable | unanswerable` for "
-        "this collection (`questions:` or `messages:` lists, as "
-        "evals/decisions/relevance_calibration.yaml): a question nearer the unanswerable ones "
+        "this collection (`questions:` or `messages:` lists, as `supportbot insights "
+        "questions` writes them): a question nearer the unanswerable ones "
         'than the answerable ones is told "not in the docs" even when a '
         "passage passes the similarity threshold (knowledge/scope.py); empty: the threshold "
         "alone. Calibrate with `supportbot kb calibrate --scope`",
