@@ -207,25 +207,23 @@ def answers(
     --questions over the documentation in --kb (evals/own_docs.py)."""
     from app.settings import get_settings
 
-    get_settings()  # a bad setting is told first, as by every command
+    settings = get_settings()  # a bad setting is told first, as by every command
     if questions is not None:
         if kb is None or scenario:
             raise typer.BadParameter("--questions needs --kb and no --scenario")
-        _answer_questions(questions, kb, cache_dir, out)
+        _answer_questions(settings, questions, kb, cache_dir, out)
         return
     if not scenario:
         raise typer.BadParameter("give --scenario (one or more) or --questions with --kb")
     from rich.console import Console
     from rich.table import Table
 
-    from app.settings import get_settings
     from evals.answers import answer_figures, play_scenario, says_not_found
     from evals.harness import EvalConfig, chat_model, open_knowledge
     from evals.scenario import load_scenario
     from knowledge.store import discover_files
 
     console = Console()
-    settings = get_settings()
     configs = [
         EvalConfig(
             scenario=path,
@@ -292,11 +290,12 @@ def answers(
         console.print(f"wrote {out}")
 
 
-def _answer_questions(path: Path, kb: Path, cache_dir: Path, out: Path | None) -> None:
+def _answer_questions(
+    settings: "Settings", path: Path, kb: Path, cache_dir: Path, out: Path | None
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from app.settings import get_settings
     from evals.own_docs import figures_by_language, load_question_set, run_question_set
 
     console = Console()
@@ -305,7 +304,7 @@ def _answer_questions(path: Path, kb: Path, cache_dir: Path, out: Path | None) -
         task = bar.add_task(f"indexing {kb}", total=None)
         playing = bar.add_task(f"asking {len(asked)} questions", total=len(asked))
         scored = run_question_set(
-            get_settings(),
+            settings,
             kb.resolve(),
             asked,
             store=cache_dir / "answers-qdrant",

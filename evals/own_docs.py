@@ -26,13 +26,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app.chat.types import TurnReply, TurnRequest
 from app.db import migrate
 from app.settings import Settings
 from knowledge.ingest import IngestReport
 from knowledge.yaml_files import read_yaml
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 ANSWERABLE_VERDICTS = ("right", "wrong_section", "wrong_page", "unsure_offered", "refused")
 UNANSWERABLE_VERDICTS = ("told", "answered")
@@ -194,7 +197,7 @@ def run_question_set(
 
 
 async def _ask(
-    runtime: Any, number: int, question: Question, on_question: Callable[[], None] | None
+    runtime: "Runtime", number: int, question: Question, on_question: Callable[[], None] | None
 ) -> ScoredQuestion:
     reply: TurnReply = await runtime.chat.handle_turn(
         TurnRequest(
