@@ -35,7 +35,6 @@ CollectionOption = Annotated[
 ]
 
 
-
 def fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
