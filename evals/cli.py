@@ -575,6 +575,55 @@ def kinds(
             )
 
 
+@app.command("follow-ups")
+def follow_ups(
+    pairs: Annotated[
+        Path | None,
+        typer.Option(
+            help="labelled follow-ups (default: evals/insights/followups_heldout.yaml, which "
+            "chose nothing)"
+        ),
+    ] = None,
+    sweep: Annotated[
+        bool, typer.Option(help="list the figures over a grid of both thresholds")
+    ] = False,
+    missed: Annotated[bool, typer.Option(help="list the follow-ups read wrong")] = False,
+) -> None:
+    """How the Insights rule that marks an answer unresolved (a follow-up that says it
+    failed, or asks again) reads labelled follow-ups, per language; see evals/followups.py."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.insights.followups import AGAIN_SIMILARITY, WRONG_PROBABILITY, FollowUpReader
+    from app.settings import get_settings
+    from evals.followups import AGAIN_GRID, HELDOUT, KINDS, WRONG_GRID, caught_shares, load_pairs
+    from evals.followups import read_all as read_follow_ups
+    from knowledge.embeddings import get_embedder
+
+    console = Console()
+    path = pairs or HELDOUT
+    knowledge = get_settings().knowledge
+    reader = FollowUpReader(get_embedder(knowledge.embedder, knowledge.model_cache_dir))
+    reads = read_follow_ups(reader, load_pairs(path))
+
+    def share(caught: tuple[int, int]) -> str:
+        return f"{caught[0]}/{caught[1]}" if caught[1] else "-"
+
+    grid = [(w, a) for w in WRONG_GRID for a in AGAIN_GRID] if sweep else []
+    table = Table("wrong ≥", "again ≥", "language", *KINDS, title=f"follow-ups: {path.name}")
+    for wrong, again in [(WRONG_PROBABILITY, AGAIN_SIMILARITY), *grid]:
+        for language, kinds in sorted(caught_shares(reads, wrong, again).items()):
+            table.add_row(str(wrong), str(again), language, *(share(kinds[k]) for k in KINDS))
+    console.print(table)
+    console.print("wrong, again: the share marked unresolved (caught); other: marked by mistake")
+    for read in reads if missed else []:
+        if read.caught(WRONG_PROBABILITY, AGAIN_SIMILARITY) != (read.item.kind != "other"):
+            console.print(
+                f"{read.item.language} {read.item.kind}: {read.item.follow_up!r} "
+                f"(wrong {read.wrong_probability:.2f}, same question {read.similarity:.2f})"
+            )
+
+
 SWEEP = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 SWEEP_BY_SET = (0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9)
 DECISIONS_WIDTH = 120  # a column per language, unwrapped, also when piped to a file

@@ -4,23 +4,22 @@ folders SUPPORTBOT_KNOWLEDGE__INGEST_ROOTS allows (knowledge/roots.py)."""
 import secrets
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, status
+from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from app.api.deps import RuntimeDep, SettingsDep
+from app.api.auth import guarded_first
+from app.api.deps import RuntimeDep, SettingsDep, get_app_settings, get_runtime
 from app.api.errors import documented
+from app.settings import Settings
 from knowledge.roots import NotFound, OutsideRoots, resolve_ingest_path
 from knowledge.store import KnowledgeBase
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
 _bearer = HTTPBearer(auto_error=False)
 
 
-def require_admin(
-    settings: SettingsDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
+def check_admin(settings: Settings, credentials: HTTPAuthorizationCredentials | None) -> None:
+    """The admin token or the refusal: 503 none configured, 401 none sent, 403 another."""
     if settings.admin_token is None:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "no admin token is configured")
     if credentials is None:
@@ -32,6 +31,23 @@ def require_admin(
     expected = settings.admin_token.get_secret_value()
     if not secrets.compare_digest(credentials.credentials.encode(), expected.encode()):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "wrong admin token")
+
+
+async def admin_request(request: Request) -> None:
+    """The admin check before FastAPI reads the body (`guarded_first`): a malformed body
+    from anyone else gets the refusal, not a 422 that shows how the body is formed."""
+    check_admin(await get_app_settings(await get_runtime(request)), await _bearer(request))
+
+
+def require_admin(
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """The same check as a dependency: it puts the bearer scheme in the OpenAPI document."""
+    check_admin(settings, credentials)
+
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"], route_class=guarded_first(admin_request))
 
 
 def get_knowledge_base(runtime: RuntimeDep) -> KnowledgeBase:

@@ -85,6 +85,10 @@ class QuestionOut(_FromReport):
     asked_at: UtcDatetime = Field(validation_alias=AliasChoices("asked_at", "started_at"))
     comment: str | None  # the 👎's comment
     handoff_reason: str | None  # for a turn handed to a person: asked, model, not_found
+    failed_by: str | None = Field(
+        description="an unresolved answer's follow-up: said_wrong (it said the answer failed) "
+        "or asked_again (the same question in other words)"
+    )
 
 
 class GapGroupOut(_FromReport):
@@ -97,6 +101,10 @@ class GapGroupOut(_FromReport):
     examples: list[QuestionOut]
     pages: list[PageOut]  # empty: the documentation has nothing near (a page to write)
     cost_usd: float
+    cost_simulated: bool = Field(
+        description="all of cost_usd is simulated: the offline model's calls, priced as the "
+        "model it stands in for; nothing was billed"
+    )
 
 
 class GapReportOut(_FromReport):
@@ -151,12 +159,16 @@ async def gaps(
 
 
 @router.get("/outcomes", responses=documented(401, 403, 422))
-async def outcomes(prefix: TenantPrefix, when: Period, runtime: RuntimeDep) -> OutcomesOut:
+async def outcomes(
+    prefix: TenantPrefix, when: Period, runtime: RuntimeDep, reporter: ReporterDep
+) -> OutcomesOut:
     """Turns' outcomes per day, the resolution rate (conversations answered by the bot
-    without a person, a 👎 or a failure), handoffs by reason, cost per resolved
-    conversation and the prompt-cache hit rate per memory profile."""
+    without a person, a 👎, a follow-up that says the answer failed or asks the same
+    again, or a failure), handoffs by reason, cost per resolved conversation and the
+    prompt-cache hit rate per memory profile."""
     async with runtime.sessions() as session:
-        report = await outcome_report(session, *when, prefix)
+        unresolved = await reporter.unresolved(session, *when, prefix)
+        report = await outcome_report(session, *when, prefix, unresolved)
     return OutcomesOut(
         since=report.since,
         until=report.until,

@@ -77,9 +77,12 @@ def gaps(
             f"{group.trend:+d}",
             ", ".join(f"{name} {count}" for name, count in sorted(group.outcomes.items())),
             "\n".join(page.source for page in group.pages) or "none: write one",
-            f"{group.cost_usd:.4f}",
+            f"{group.cost_usd:.4f}" + (" sim." if group.cost_simulated else ""),
         )
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    if any(group.cost_simulated for group in report.groups):
+        console.print("sim.: the offline model's calls, priced as the model it stands in for")
 
 
 @app.command("questions")
@@ -95,7 +98,7 @@ def questions(
     from datetime import UTC, datetime
 
     from app.db.engine import make_async_engine, make_session_factory
-    from app.insights.gaps import GapTurn, load_gap_turns
+    from app.insights.gaps import GapTurn, load_gap_turns, reporter_for
     from app.insights.review import review_file
     from app.settings import get_settings
     from knowledge.language import identify
@@ -108,8 +111,12 @@ def questions(
     async def load() -> list[GapTurn]:
         engine = make_async_engine(settings.db)
         try:
-            async with make_session_factory(engine)() as session:
-                return await load_gap_turns(session, start, until, prefix)
+            sessions = make_session_factory(engine)
+            async with sessions() as session:
+                failed = await reporter_for(settings, sessions).unresolved(
+                    session, start, until, prefix
+                )
+                return await load_gap_turns(session, start, until, prefix, failed)
         finally:
             await engine.dispose()
 

@@ -1,28 +1,33 @@
 """The knowledge-gap report: the questions behind the turns the bot did not answer from
 the documentation (`not_found`, `expert`, `handed_off`) or answered badly (`rated_down`: a
-👎), over a period, grouped by topic (app/insights/topics.py), each group with its count,
-its trend against the previous period of the same length, example questions linked to
-their transcripts, the pages retrieval came closest to (none: nothing to extend, a page to
-write) and what those turns cost."""
+👎; `unresolved`: the follow-up said the answer failed or asked the same again,
+app/insights/followups.py), over a period, grouped by topic (app/insights/topics.py), each
+group with its count, its trend against the previous period of the same length, example
+questions linked to their transcripts, the pages retrieval came closest to (none: nothing
+to extend, a page to write) and what those turns cost."""
 
 import asyncio
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agent.tools import KNOWLEDGE_TOOL
 from app.db.models import Conversation, Feedback, Handoff, LLMCall, Message, Turn
+from app.insights.followups import ANSWERED, FollowUpReader, load_follow_ups, unresolved_turns
 from app.insights.topics import Matrix, topics
+from app.observability.model_names import OFFLINE_MODELS
 from app.settings import Settings
 from knowledge.embeddings import Embedder, get_embedder
+from knowledge.graph_cache import GraphCache, default_cache_folder
 
 GAP_OUTCOMES = ("not_found", "expert", "handed_off")
 EXAMPLES = 5  # questions shown per group
@@ -47,12 +52,14 @@ class GapTurn:
     conversation_key: str
     turn: int
     question: str
-    outcome: str  # not_found | expert | handed_off | rated_down
+    outcome: str  # not_found | expert | handed_off | rated_down | unresolved
     started_at: datetime
     pages: tuple[Page, ...]
-    cost_usd: float
+    cost_usd: float  # simulated for the offline models' calls (app/observability/pricing.py)
     comment: str | None = None  # the 👎's comment
     handoff_reason: str | None = None  # asked | model | not_found | thumbs_down
+    cost_simulated: bool = False  # all of cost_usd: no provider billed it
+    failed_by: str | None = None  # an unresolved answer's: said_wrong | asked_again
 
     @property
     def transcript(self) -> str:
@@ -69,6 +76,7 @@ class GapGroup:
     examples: list[GapTurn]
     pages: list[Page]
     cost_usd: float
+    cost_simulated: bool  # all of it: the offline models' calls, priced, nothing billed
 
     @property
     def trend(self) -> int:
@@ -104,10 +112,16 @@ def within_tenant(prefix: str | None) -> Any:
 
 
 async def load_gap_turns(
-    session: AsyncSession, since: datetime, until: datetime, prefix: str | None
+    session: AsyncSession,
+    since: datetime,
+    until: datetime,
+    prefix: str | None,
+    unresolved: Mapping[tuple[int, int], str] | None = None,
 ) -> list[GapTurn]:
-    """The period's turns that ended in a gap outcome or got a 👎, oldest first; a
-    request for a person is left out (`is_documentation_question`)."""
+    """The period's turns that ended in a gap outcome, got a 👎 or are answers their
+    follow-up says failed (`unresolved`: conversation id and turn, with how it said so),
+    oldest first; a request for a person is left out (`is_documentation_question`)."""
+    unresolved = unresolved or {}
     rated_down = (
         select(Feedback.conversation_id, Feedback.turn)
         .where(Feedback.rating == "down")
@@ -128,11 +142,17 @@ async def load_gap_turns(
                 Turn.started_at >= since,
                 Turn.started_at < until,
                 within_tenant(prefix),
-                Turn.outcome.in_(GAP_OUTCOMES) | rated_down.c.turn.is_not(None),
+                Turn.outcome.in_((*GAP_OUTCOMES, *(ANSWERED if unresolved else ())))
+                | rated_down.c.turn.is_not(None),
             )
             .order_by(Turn.started_at, Turn.id)
         )
     ).all()
+    rows = [
+        row
+        for row in rows
+        if row.rated_down or row.outcome in GAP_OUTCOMES or (row.id, row.number) in unresolved
+    ]
     if not rows:
         return []
     ids = {row.id for row in rows}
@@ -160,17 +180,20 @@ async def load_gap_turns(
             known = pages.setdefault(where, {}).get(page.source)
             if known is None or known.similarity < page.similarity:
                 pages[where][page.source] = page
-    costs = dict(
-        (
-            (row.conversation_id, row.turn),
-            float(row.cost),
-        )
+    offline = func.lower(LLMCall.model).in_(OFFLINE_MODELS)
+    costs = {
+        (row.conversation_id, row.turn): (float(row.cost), not row.billed_calls)
         for row in await session.execute(
-            select(LLMCall.conversation_id, LLMCall.turn, func.sum(LLMCall.cost_usd).label("cost"))
+            select(
+                LLMCall.conversation_id,
+                LLMCall.turn,
+                func.sum(LLMCall.cost_usd).label("cost"),
+                func.sum(case((offline, 0), else_=1)).label("billed_calls"),
+            )
             .where(LLMCall.conversation_id.in_(ids))
             .group_by(LLMCall.conversation_id, LLMCall.turn)
         )
-    )
+    }
     comments = {
         (row.conversation_id, row.turn): row.comment
         for row in await session.execute(
@@ -207,14 +230,22 @@ async def load_gap_turns(
             conversation_key=row.key,
             turn=row.number,
             question=questions[(row.id, row.number)],
-            outcome="rated_down" if row.rated_down else row.outcome,
+            outcome=(
+                "rated_down"
+                if row.rated_down
+                else "unresolved"
+                if (row.id, row.number) in unresolved
+                else row.outcome
+            ),
             started_at=row.started_at,
             pages=tuple(pages.get((row.id, row.number), {}).values()),
-            cost_usd=costs.get((row.id, row.number), 0.0),
+            cost_usd=costs.get((row.id, row.number), (0.0, False))[0],
+            cost_simulated=costs.get((row.id, row.number), (0.0, False))[1],
             comment=comments.get((row.id, row.number)),
             handoff_reason=(
                 handoff_reason(row.id, row.started_at) if row.outcome == "handed_off" else None
             ),
+            failed_by=unresolved.get((row.id, row.number)),
         )
         for row in rows
         if (row.id, row.number) in questions
@@ -257,6 +288,8 @@ def group_report(
                 examples=members[:EXAMPLES],
                 pages=closest_pages(members),
                 cost_usd=sum(turn.cost_usd for turn in members),
+                cost_simulated=any(turn.cost_usd for turn in members)
+                and all(turn.cost_simulated for turn in members if turn.cost_usd),
             )
         )
     return sorted(groups, key=lambda group: (-group.count, -group.cost_usd))
@@ -292,9 +325,13 @@ class GapReporter:
         embedder: Callable[[], Embedder],
         granularity: timedelta = timedelta(minutes=1),
         kept: int = 32,
+        cache_folder: Path | None = None,
     ) -> None:
         self._sessions = sessions
+        self._embedder = embedder
         self._embed = EmbeddingCache(embedder)
+        self._cache_folder = cache_folder
+        self._reader: FollowUpReader | None = None
         self._granularity = granularity
         self._kept = kept
         self._reports: dict[tuple[datetime, datetime, str | None], list[GapGroup]] = {}
@@ -304,6 +341,21 @@ class GapReporter:
         step = self._granularity.total_seconds()
         until = datetime.fromtimestamp(-(-now.timestamp() // step) * step, now.tzinfo)
         return until - length, until
+
+    def _follow_up_reader(self) -> FollowUpReader:
+        if self._reader is None:
+            cache = GraphCache(self._cache_folder) if self._cache_folder else None
+            self._reader = FollowUpReader(self._embedder(), cache)
+        return self._reader
+
+    async def unresolved(
+        self, session: AsyncSession, since: datetime, until: datetime, prefix: str | None
+    ) -> dict[tuple[int, int], str]:
+        """The period's answers whose follow-up says they failed (app/insights/followups.py)."""
+        follow_ups = await load_follow_ups(session, since, until, within_tenant(prefix))
+        if not follow_ups:
+            return {}
+        return await asyncio.to_thread(unresolved_turns, self._follow_up_reader(), follow_ups)
 
     async def report(
         self,
@@ -318,9 +370,11 @@ class GapReporter:
         async with self._lock:
             groups = self._reports.get(key)
             if groups is None:
+                before = since - (until - since)
                 async with self._sessions() as session:
-                    turns = await load_gap_turns(session, since, until, prefix)
-                    previous = await load_gap_turns(session, since - (until - since), since, prefix)
+                    failed = await self.unresolved(session, before, until, prefix)
+                    turns = await load_gap_turns(session, since, until, prefix, failed)
+                    previous = await load_gap_turns(session, before, since, prefix, failed)
                 groups = await asyncio.to_thread(group_report, turns, previous, self._embed)
                 if len(self._reports) >= self._kept:
                     self._reports.pop(next(iter(self._reports)))
@@ -364,5 +418,7 @@ def reporter_for(settings: Settings, sessions: async_sessionmaker[AsyncSession])
     """A reporter embedding with the knowledge base's embedder (loaded on its first report)."""
     knowledge = settings.knowledge
     return GapReporter(
-        sessions, lambda: get_embedder(knowledge.embedder, knowledge.model_cache_dir)
+        sessions,
+        lambda: get_embedder(knowledge.embedder, knowledge.model_cache_dir),
+        cache_folder=knowledge.model_cache_dir or default_cache_folder(),
     )

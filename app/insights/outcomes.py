@@ -1,8 +1,10 @@
 """Turns' outcomes over time: the outcome mix per day, the resolution rate (conversations
-the bot answered without a person or a 👎), handoffs by reason, the cost per resolved
+the bot answered without a person, a 👎 or a follow-up that says the answer failed —
+app/insights/followups.py), handoffs by reason, the cost per resolved
 conversation and the prompt-cache hit rate per memory profile."""
 
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -59,20 +61,26 @@ class OutcomeReport:
 
 
 def resolved(outcomes: list[str], handed_off: bool) -> bool:
-    """Answered by the bot at least once, with no handoff, no 👎 and no failed turn."""
+    """Answered by the bot at least once, with no handoff, no 👎, no answer its follow-up
+    says failed and no failed turn."""
     return (
         not handed_off
         and any(o in ANSWERED_BY_BOT for o in outcomes)
-        and not {"handed_off", "rated_down", "failed"} & set(outcomes)
+        and not {"handed_off", "rated_down", "unresolved", "failed"} & set(outcomes)
     )
 
 
 async def outcome_report(
-    session: AsyncSession, since: datetime, until: datetime, prefix: str | None
+    session: AsyncSession,
+    since: datetime,
+    until: datetime,
+    prefix: str | None,
+    unresolved: Collection[tuple[int, int]] = (),
 ) -> OutcomeReport:
     """The figures of the turns started in [since, until) in the caller's conversations
-    (`prefix`; None: all). A turn with a 👎 counts as `rated_down`; a failed or
-    interrupted one as `failed`."""
+    (`prefix`; None: all). A turn with a 👎 counts as `rated_down`; an answer whose
+    follow-up says it failed (`unresolved`: conversation id and turn) as `unresolved`; a
+    failed or interrupted one as `failed`."""
     in_period = (Turn.started_at >= since) & (Turn.started_at < until)
     rated_down = {
         (row.conversation_id, row.turn)
@@ -92,6 +100,8 @@ async def outcome_report(
     for row in turns:
         if (row.conversation_id, row.number) in rated_down:
             outcome = "rated_down"
+        elif (row.conversation_id, row.number) in unresolved:
+            outcome = "unresolved"
         elif row.status in ("failed", "interrupted"):
             outcome = "failed"
         else:

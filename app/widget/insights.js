@@ -9,7 +9,7 @@
   var OUTCOMES = [  // drawing order, bottom up, and colours
     ["answered", "#2e8b57"], ["expert", "#7fb77e"], ["bot_back", "#9ecae1"],
     ["quiet", "#c6c6c6"], ["not_found", "#e6a23c"], ["handed_off", "#2456c7"],
-    ["rated_down", "#b3261e"], ["failed", "#5b6270"]
+    ["unresolved", "#d46a6a"], ["rated_down", "#b3261e"], ["failed", "#5b6270"]
   ];
   var $ = function (id) { return document.getElementById(id); };
   var errors = $("in-error");
@@ -107,7 +107,7 @@
 
   function showFigures(o) {
     $("in-resolution").textContent = percent(o.resolution_rate);
-    $("in-resolution-of").textContent = o.resolved + " of " + o.conversations + " conversations answered without a person, a thumbs-down or a failure";
+    $("in-resolution-of").textContent = o.resolved + " of " + o.conversations + " conversations answered without a person, a thumbs-down, a follow-up saying it failed or a failure";
     $("in-cost").textContent = o.cost_per_resolved_usd === null ? "–" : "$" + o.cost_per_resolved_usd.toFixed(4);
     $("in-cost-of").textContent = o.cost_simulated
       ? "$" + o.cost_usd.toFixed(4) + " simulated: the offline model, priced as the model it stands in for; nothing was billed"
@@ -152,7 +152,8 @@
         try { await showTranscript(box, q); } catch (e) { box.textContent = e.message; }
       }
     });
-    var outcome = q.outcome.replace("_", " ") + (q.handoff_reason ? ": " + q.handoff_reason.replace("_", " ") : "");
+    var why = q.handoff_reason || q.failed_by;  // a handoff's reason; how a follow-up said the answer failed
+    var outcome = q.outcome.replace("_", " ") + (why ? ": " + why.replace("_", " ") : "");
     item.append(open, el("span", " (" + outcome + ", " + q.conversation_key + ")", "in-muted"));
     if (q.comment) item.appendChild(el("q", q.comment, "in-comment"));
     item.appendChild(box);
@@ -181,7 +182,7 @@
     var pages = el("ul");
     group.pages.forEach(function (p) { pages.appendChild(el("li", p.title + " (" + p.source + ", " + p.similarity.toFixed(2) + ")")); });
     field(dl, "Closest pages", group.pages.length ? pages : "none: the documentation has no page on this");
-    field(dl, "Cost", "$" + group.cost_usd.toFixed(4));
+    field(dl, "Cost", "$" + group.cost_usd.toFixed(4) + (group.cost_simulated ? " simulated (offline model, nothing billed)" : ""));
     var examples = el("ul");
     group.examples.forEach(function (q) { examples.appendChild(example(q)); });
     field(dl, "Questions", examples);

@@ -5,6 +5,7 @@ question's transcript opened from it."""
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 
@@ -65,3 +66,41 @@ def test_the_insights_page_charts_outcomes_and_lists_the_gaps(
     )
     page.screenshot(path=tmp_path / "insights.png", full_page=True)
     print(f"screenshot: {tmp_path / 'insights.png'}")
+
+
+def test_a_thumbs_down_and_a_rephrased_question_show_as_unanswered(
+    settings: Settings, sample_index: Path, browser: Browser, tmp_path: Path
+) -> None:
+    """Real turns with the offline model: an answer rated 👎 and one the asker asked again
+    in other words are out of the resolution rate and in the gap report, each saying why."""
+    settings.knowledge.qdrant_path = sample_index
+    staff = {"authorization": f"Bearer {TOKEN}"}
+    with serving(settings, TOKEN) as base, httpx.Client(base_url=base, headers=staff) as http:
+
+        def ask(key: str, text: str) -> None:
+            body = {"audience": "staff", "author": "alice", "text": text}
+            reply = http.post(f"/v1/conversations/{key}/messages", json=body, timeout=120)
+            assert reply.status_code == 200, reply.text
+
+        ask("widget:alice:rated", "How do I create an invoice?")
+        rated = http.post(
+            "/v1/conversations/widget:alice:rated/turns/1/feedback",
+            json={"rating": "down", "comment": "It does not say how to add my logo."},
+        )
+        assert rated.status_code == 201, rated.text
+        ask("widget:alice:again", "How do I record a partial payment?")
+        ask("widget:alice:again", "ok but how do I enter a payment that covers only part of it?")
+        ask("widget:alice:thanks", "How do I create an invoice?")
+        ask("widget:alice:thanks", "Thanks, that worked!")
+
+        page = browser.new_page(viewport={"width": 1100, "height": 1000})
+        page.goto(f"{base}/widget/static/insights.html")
+        page.get_by_label("Staff token").fill(TOKEN)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator("#in-resolution-of")).to_contain_text("1 of 3 conversations")
+        gaps = page.locator(".in-gap")
+        expect(gaps.filter(has_text="partial payment")).to_contain_text("unresolved: asked again")
+        expect(gaps.filter(has_text="create an invoice")).to_contain_text("rated down")
+        expect(gaps.filter(has_text="create an invoice")).to_contain_text("simulated")
+        page.screenshot(path=tmp_path / "insights-unresolved.png", full_page=True)
+        print(f"screenshot: {tmp_path / 'insights-unresolved.png'}")

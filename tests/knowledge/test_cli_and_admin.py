@@ -4,6 +4,7 @@ import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -15,7 +16,6 @@ from typer.testing import CliRunner
 from app import kb_calibrate
 from app import kb_cli as cli
 from app.api import admin
-from app.api.deps import get_app_settings
 from app.settings import Settings
 from knowledge.store import IngestReport, KnowledgeBase
 
@@ -76,7 +76,7 @@ def _admin_client(
     api.include_router(admin.router)
     settings = Settings(admin_token=SecretStr(token) if token else None)
     settings.knowledge.ingest_roots = ingest_roots or []
-    api.dependency_overrides[get_app_settings] = lambda: settings
+    api.state.runtime = SimpleNamespace(settings=settings)  # the settings the app reads
     api.dependency_overrides[admin.get_knowledge_base] = lambda: recorder
     return TestClient(api)
 

@@ -5,6 +5,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fastapi import FastAPI
@@ -12,7 +13,6 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from app.api import admin
-from app.api.deps import get_app_settings
 from app.api.errors import install_error_handlers
 from app.settings import Settings
 from knowledge.roots import NotFound, OutsideRoots, read_confined, resolve_ingest_path
@@ -87,7 +87,7 @@ def _client(roots: list[Path], recorder: _RecordingBase | KnowledgeBase) -> Test
     install_error_handlers(api)
     settings = Settings(admin_token=SecretStr("s3cret"), _env_file=None)
     settings.knowledge.ingest_roots = roots
-    api.dependency_overrides[get_app_settings] = lambda: settings
+    api.state.runtime = SimpleNamespace(settings=settings)  # the settings the app reads
     api.dependency_overrides[admin.get_knowledge_base] = lambda: recorder
     return TestClient(api)
 
