@@ -11,6 +11,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from app.api import (
+    answers,
     admin,
     conversation_memory,
     conversations,
@@ -75,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(telegram.router)
     app.include_router(admin.router)
     app.include_router(handoffs.router)
+    app.include_router(answers.router)
     app.include_router(insights.router)
     app.include_router(people.router)
     app.include_router(conversation_memory.router)
