@@ -93,6 +93,28 @@ class AnswerService:
             await session.commit()
         return row
 
+    async def save(self, draft: AnswerDraft) -> bool:
+        """Add the draft, or update the answer its collection has for the same question
+        (an import): True when it was added."""
+        collection = draft.collection or self._collection
+        async with self._sessions() as session:
+            same = await session.scalar(
+                select(Answer.id).where(
+                    Answer.collection == collection, Answer.question == draft.question.strip()
+                )
+            )
+        if same is None:
+            await self.create(draft)
+            return True
+        changes = {
+            "answer": draft.answer,
+            "variants": list(draft.variants),
+            "languages": list(draft.languages),
+            "enabled": draft.enabled,
+        }
+        await self.update(same, changes)
+        return False
+
     async def update(self, answer_id: int, changes: dict[str, Any]) -> Answer | None:
         """Set `changes` (question, variants, answer, languages, enabled, collection);
         the answer is indexed again, moved, or taken out as they say."""
@@ -127,14 +149,6 @@ class AnswerService:
             await session.delete(row)
             await session.commit()
         return True
-
-    async def reindex(self) -> int:
-        """Index every enabled answer again (after an import, or into a new store); how
-        many are in the knowledge base."""
-        rows = await self.listed()
-        for row in rows:
-            await self._index(row)
-        return sum(1 for row in rows if row.enabled)
 
     async def _index(self, row: Answer) -> None:
         if not row.enabled:
