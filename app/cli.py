@@ -14,8 +14,8 @@ from typer.core import TyperCommand, TyperGroup
 from typer.models import DefaultPlaceholder
 
 from app import conversations_cli
-from app.answers import cli as answers_cli
 from app import kb_cli as knowledge_cli
+from app.answers import cli as answers_cli
 from app.bench import cli as bench_cli
 from app.insights import cli as insights_cli
 from app.memory import cli as memory_cli

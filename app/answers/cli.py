@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True)
 T = TypeVar("T")
+AnswersFile = Annotated[Path, typer.Argument(help="a .yaml, .yml or .json file")]
 FIELDS = ("question", "variants", "answer", "languages", "enabled", "collection", "author")
 
 
@@ -54,7 +55,7 @@ def _is_yaml(path: Path) -> bool:
 
 @app.command("list")
 def list_answers(
-    collection: str | None = typer.Option(None, help="only this collection's"),
+    collection: Annotated[str | None, typer.Option(help="only this collection's")] = None,
 ) -> None:
     """The answers, the newest first: id, in use or disabled, collection, languages,
     question."""
@@ -68,7 +69,7 @@ def list_answers(
 
 
 @app.command("export")
-def export_answers(file: Path = typer.Argument(..., help="a .yaml, .yml or .json file")) -> None:
+def export_answers(file: AnswersFile) -> None:
     """Write every answer to FILE (an `answers:` list), for review or another install."""
     as_yaml = _is_yaml(file)
     answers = _with_answers(lambda service: service.listed())
@@ -98,7 +99,9 @@ def _read(file: Path) -> list[dict[str, Any]]:
         data = json.loads(text)
     rows = data.get("answers") if isinstance(data, dict) else None
     bad = not isinstance(rows, list) or not all(
-        isinstance(r, dict) and str(r.get("question", "")).strip() and str(r.get("answer", "")).strip()
+        isinstance(r, dict)
+        and str(r.get("question", "")).strip()
+        and str(r.get("answer", "")).strip()
         for r in rows
     )
     if bad:
@@ -108,7 +111,7 @@ def _read(file: Path) -> list[dict[str, Any]]:
 
 
 @app.command("import")
-def import_answers(file: Path = typer.Argument(..., help="a .yaml, .yml or .json file")) -> None:
+def import_answers(file: AnswersFile) -> None:
     """Read answers from FILE (as `export` writes them) and index each into its
     collection: one whose question its collection has already is updated, the others
     are added."""

@@ -143,9 +143,7 @@ class AnswerService:
             row = await session.get(Answer, answer_id)
             if row is None:
                 return False
-            await asyncio.to_thread(
-                team_answers.unindex, self._knowledge, row.id, row.collection
-            )
+            await asyncio.to_thread(team_answers.unindex, self._knowledge, row.id, row.collection)
             await session.delete(row)
             await session.commit()
         return True

@@ -11,8 +11,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from app.api import (
-    answers,
     admin,
+    answers,
     conversation_memory,
     conversations,
     handoffs,

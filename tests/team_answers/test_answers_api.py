@@ -18,9 +18,9 @@ def test_every_answer_route_is_for_staff_only(api: TestClient) -> None:
     created = api.post("/v1/answers", json=PAYPAL, headers=ALICE)
     assert created.status_code == 201, created.text
     for method, path in ROUTES:
-        body = {"content": b"{not json"} if method in ("post", "patch") else {}
-        assert api.request(method, path, **body).status_code == 401, (method, path)
-        refused = api.request(method, path, headers=CLIENT, **body)
+        body = b"{not json" if method in ("post", "patch") else None
+        assert api.request(method, path, content=body).status_code == 401, (method, path)
+        refused = api.request(method, path, headers=CLIENT, content=body)
         assert refused.status_code == 403, (method, path, refused.text)
         assert refused.json() == {"detail": "an API key is not a staff credential"}
     assert api.get("/v1/answers/1", headers=ALICE).json()["question"] == PAYPAL["question"]
@@ -31,7 +31,11 @@ def test_staff_create_read_list_edit_and_delete_answers(api: TestClient) -> None
     assert created["author"] == "alice"
     assert created["source"] == f"answers/{created['id']}"
     assert created["languages"] == ["en"] and created["enabled"] and created["collection"] == "kb"
-    other = {"question": "Wie kündige ich?", "answer": "Unter Einstellungen → Abo.", "enabled": False}
+    other = {
+        "question": "Wie kündige ich?",
+        "answer": "Unter Einstellungen → Abo.",
+        "enabled": False,
+    }
     second = api.post("/v1/answers", json=other, headers=ALICE).json()
     assert second["languages"] == ["de"]  # read from the text
 

@@ -14,7 +14,6 @@ from playwright.sync_api import Browser, expect
 
 from app.settings import Settings
 from tests.browser.test_widget import serving
-from tests.handoff.test_queue_browser import browser
 
 pytestmark = pytest.mark.browser
 
@@ -52,7 +51,7 @@ def test_a_staff_reply_saved_from_the_queue_answers_the_next_customer(
 ) -> None:
     client_says(server, "api:acme:1", QUESTION)
     client_says(server, "api:acme:1", "Can I talk to a human?")
-    (handoff,) = call(server, "GET", "/v1/handoffs", staff=True)  # type: ignore[misc]
+    (handoff,) = call(server, "GET", "/v1/handoffs", staff=True)
     call(server, "POST", f"/v1/handoffs/{handoff['id']}/claim", {}, staff=True)
     call(server, "POST", f"/v1/handoffs/{handoff['id']}/messages", {"text": REPLY}, staff=True)
 

@@ -49,7 +49,7 @@ def test_an_edit_is_found_at_once_and_a_disabled_or_deleted_answer_is_not(
 ) -> None:
     saved = api.post("/v1/answers", json=PAYPAL, headers=ALICE).json()
     path = f"/v1/answers/{saved['id']}"
-    edited = PAYPAL["answer"].replace("Payment method", "Payment options")
+    edited = str(PAYPAL["answer"]).replace("Payment method", "Payment options")
     api.patch(path, json={"answer": edited}, headers=ALICE)
     assert "Settings → Billing → Payment options" in ask(api, "edited", REWORDED)["text"]
 
