@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from app.settings import Settings
-from tests.browser.test_widget import serving
+from tests.browser.test_widget import browser, serving  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -47,7 +47,9 @@ def client_says(base: str, key: str, text: str) -> dict:
 
 
 def test_a_staff_reply_saved_from_the_queue_answers_the_next_customer(
-    server: str, browser: Browser, tmp_path: Path
+    server: str,
+    browser: Browser,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     client_says(server, "api:acme:1", QUESTION)
     client_says(server, "api:acme:1", "Can I talk to a human?")
