@@ -15,6 +15,7 @@ from typer.models import DefaultPlaceholder
 
 from app import conversations_cli
 from app import kb_cli as knowledge_cli
+from app.answers import cli as answers_cli
 from app.bench import cli as bench_cli
 from app.insights import cli as insights_cli
 from app.memory import cli as memory_cli
@@ -115,6 +116,9 @@ cli.add_typer(
     insights_cli.app, name="insights", help="What the bot did not answer: knowledge gaps."
 )
 cli.add_typer(memory_cli.app, name="memory", help="What the bot remembers of people: forget.")
+cli.add_typer(
+    answers_cli.app, name="answers", help="Answers from the support team: list, export, import."
+)
 
 
 @cli.callback()

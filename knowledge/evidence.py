@@ -11,7 +11,10 @@ them found among the passage's stems (its title and heading included). A questio
 another language than the passage cannot be read so, and a similarity across languages
 ranks the right section first too rarely to quote it: such a passage is offered as
 possibly related, never quoted as the answer (a real model searches in the documentation's
-language, as the search tool asks it to).
+language, as the search tool asks it to). A support team's answer (`knowledge.team_answers`)
+is the exception: a short question with its answer, so its nearness across languages is
+the question's own, and it is quoted when it passed the threshold of the question's
+language and leads every other page (`leads`).
 """
 
 import re
@@ -21,6 +24,7 @@ from functools import cache
 import bm25s.stopwords as stopword_lists
 import Stemmer
 
+from knowledge.team_answers import is_team_answer
 from knowledge.types import Passage
 
 # The share of a question's content words a passage in its language must contain, and how
@@ -95,9 +99,10 @@ def asked_part(question: str, language: str) -> str:
 
 def holds(question: str, question_language: str, passage: Passage, passage_language: str) -> bool:
     """Whether the passage holds what the question asks, as far as words can tell (see the
-    module docstring); never known for a question in another language than the passage."""
+    module docstring); never known for a question in another language than the passage,
+    unless the passage is a team answer."""
     if question_language != passage_language:
-        return False
+        return is_team_answer(passage.source)
     asked = asked_part(question, question_language)
     return coverage(asked, passage, question_language) >= MIN_COVERAGE
 

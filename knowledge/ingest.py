@@ -14,7 +14,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -65,13 +65,15 @@ class RawDocument:
     """A document's bytes, read from a file or downloaded, under the source its passages
     cite. `suffix` names the loader that reads it (one of SUPPORTED_SUFFIXES), `location`
     the path its language and, without a title, its name are read from; `stored` goes into
-    its passages' payloads (a page's HTTP validators)."""
+    its passages' payloads (a page's HTTP validators); `title`, when given, is the
+    document's title whatever its text says (a heading of its own is then the section's)."""
 
     source: str
     raw: bytes
     suffix: str
     location: PurePath
     stored: Mapping[str, Any] = field(default_factory=dict)
+    title: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,13 +204,15 @@ class Ingester:
         if isinstance(reading, Unreadable):
             report.errors[reading.source] = reading.message
             return
-        fingerprint = "" if isinstance(reading, Unchanged) else self._fingerprint(reading.raw)
+        fingerprint = "" if isinstance(reading, Unchanged) else self._fingerprint(reading)
         if isinstance(reading, Unchanged) or (previous and previous[0] == fingerprint):
             report.documents_unchanged += 1
             report.chunks_unchanged += previous[1] if previous else 0
             return
         try:
             document = parse_document(reading.source, reading.location, reading.raw, reading.suffix)
+            if reading.title is not None:
+                document = replace(document, title=reading.title)
         except LoadError as exc:
             if exc.nothing_to_index:
                 report.skipped[reading.source] = str(exc)
@@ -226,7 +230,7 @@ class Ingester:
         else:
             report.documents_added += 1
 
-    def _fingerprint(self, raw: bytes) -> str:
+    def _fingerprint(self, reading: RawDocument) -> str:
         settings = "|".join(
             str(value)
             for value in (
@@ -237,7 +241,8 @@ class Ingester:
                 self.embed_tokens,
             )
         )
-        return hashlib.sha256(settings.encode() + b"\0" + raw).hexdigest()
+        title = b"" if reading.title is None else reading.title.encode() + b"\0"
+        return hashlib.sha256(settings.encode() + b"\0" + title + reading.raw).hexdigest()
 
     def _write(
         self,

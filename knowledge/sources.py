@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.client import KnowledgeClient
+from knowledge.team_answers import ROOT as TEAM_ANSWERS
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,10 @@ def remove(
 
 
 def holds_other_than(knowledge: KnowledgeClient, collection: str, root: Path) -> bool:
-    """Whether the collection holds documents ingested from anywhere but `root`."""
-    return any(folder != str(root.resolve()) for folder in documents_by_root(knowledge, collection))
+    """Whether the collection holds documents ingested from anywhere but `root` (the
+    support team's answers are no documentation: they live beside the sample too)."""
+    own = (str(root.resolve()), TEAM_ANSWERS)
+    return any(folder not in own for folder in documents_by_root(knowledge, collection))
 
 
 def replace_sample(

@@ -12,6 +12,7 @@ from fastapi_offline import FastAPIOffline
 
 from app.api import (
     admin,
+    answers,
     conversation_memory,
     conversations,
     handoffs,
@@ -75,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(telegram.router)
     app.include_router(admin.router)
     app.include_router(handoffs.router)
+    app.include_router(answers.router)
     app.include_router(insights.router)
     app.include_router(people.router)
     app.include_router(conversation_memory.router)

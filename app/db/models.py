@@ -272,3 +272,26 @@ class ConversationToken(Base):
     conversation_key: Mapped[str] = mapped_column(String(255), primary_key=True)
     token_sha256: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Answer(Base):
+    """An answer the support team wrote (app/answers): indexed, while enabled, into its
+    knowledge-base collection as the document `answers/<id>` (knowledge/team_answers.py),
+    so the bot finds it for the question, its other wordings and their translations."""
+
+    __tablename__ = "answers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    question: Mapped[str] = mapped_column(Text)
+    variants: Mapped[list[str]] = mapped_column(JSON, default=list)  # other wordings
+    answer: Mapped[str] = mapped_column(Text)  # Markdown
+    author: Mapped[str | None] = mapped_column(String(255))
+    # ISO 639-1 codes of the answer's text, the first its passage's language; detected when
+    # none is given.
+    languages: Mapped[list[str]] = mapped_column(JSON, default=list)
+    enabled: Mapped[bool] = mapped_column(default=True)
+    collection: Mapped[str] = mapped_column(String(255), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )

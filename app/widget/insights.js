@@ -187,6 +187,7 @@
     group.examples.forEach(function (q) { examples.appendChild(example(q)); });
     field(dl, "Questions", examples);
     item.append(title, bar, dl);
+    if (window.SupportbotAnswers) window.SupportbotAnswers.writeFor(group, item);  // answers.js
     return item;
   }
 

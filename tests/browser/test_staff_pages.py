@@ -19,6 +19,7 @@ PAGES = {
     "Chat": "/widget",
     "Handoffs": "/widget/static/queue.html",
     "Insights": "/widget/static/insights.html",
+    "Answers": "/widget/static/answers.html",
 }
 
 

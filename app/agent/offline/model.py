@@ -9,7 +9,8 @@ It answers like a help desk that works from the documentation:
   `knowledge.queries.contextual_query`); given this turn's passages it answers from the
   first one it can quote, pages in the asker's language first: its numbered steps in
   order, menu paths (`Business → Customer → New Invoice`) as written, or else its
-  sentences that best match the question (`passages.excerpt`). It names that page once,
+  sentences that best match the question (`passages.excerpt`); a support team's answer
+  (`knowledge.team_answers`) is quoted whole, as written. It names that page once,
   at the end, so the turn's citations are that page;
 - when the search returned nothing relevant it says it did not find this in the
   documentation and suggests rephrasing or asking a person. Relevance is the search
@@ -77,6 +78,7 @@ from knowledge.chunking import HEADING_SEPARATOR
 from knowledge.embeddings import DEFAULT_EMBEDDER
 from knowledge.loaders import UNKNOWN_LANGUAGE, language_from_path
 from knowledge.queries import contextual_query
+from knowledge.team_answers import answer_text, is_team_answer
 
 SEARCH_TOOL = "search_knowledge_base"
 EXPERT_TOOL = "ask_expert"
@@ -276,15 +278,21 @@ class OfflineChatModel(BaseChatModel):
         # retrieval order, pages in the asker's language first (manuals come in several)
         relevant.sort(key=lambda p: _page_language(p) not in (language, UNKNOWN_LANGUAGE))
         for passage in relevant:
-            quoted = excerpt(
-                question, passage["text"], sentences=self.answer_sentences, max_steps=self.max_steps
-            )
+            quoted = self._quote(question, passage)
             if quoted:
                 return f"{quoted}\n\n{see_also(language, section_name(passage))}{expert_note}"
         if offered and not experts:
             pages = list(dict.fromkeys(str(p["title"]) for p in offered))[:OFFERED_PAGES]
             return unsure_reply(language, pages)
         return not_found_reply(language, suggest=not experts) + expert_note
+
+    def _quote(self, question: str, passage: dict[str, Any]) -> str:
+        """A team answer whole, as the team wrote it; a page's steps or best sentences."""
+        if is_team_answer(str(passage.get("source", ""))):
+            return answer_text(passage["text"])
+        return excerpt(
+            question, passage["text"], sentences=self.answer_sentences, max_steps=self.max_steps
+        )
 
     def _first_sentences(self, text: str) -> str:
         return " ".join(sentences_of(text)[: self.answer_sentences])

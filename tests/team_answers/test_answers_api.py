@@ -1,0 +1,65 @@
+"""/v1/answers: staff only on every route, before the body is read; create, read, list,
+edit, delete, and what each refuses."""
+
+from fastapi.testclient import TestClient
+
+from tests.team_answers.conftest import ALICE, CLIENT, PAYPAL
+
+ROUTES = [
+    ("get", "/v1/answers"),
+    ("post", "/v1/answers"),
+    ("get", "/v1/answers/1"),
+    ("patch", "/v1/answers/1"),
+    ("delete", "/v1/answers/1"),
+]
+
+
+def test_every_answer_route_is_for_staff_only(api: TestClient) -> None:
+    created = api.post("/v1/answers", json=PAYPAL, headers=ALICE)
+    assert created.status_code == 201, created.text
+    for method, path in ROUTES:
+        body = b"{not json" if method in ("post", "patch") else None
+        assert api.request(method, path, content=body).status_code == 401, (method, path)
+        refused = api.request(method, path, headers=CLIENT, content=body)
+        assert refused.status_code == 403, (method, path, refused.text)
+        assert refused.json() == {"detail": "an API key is not a staff credential"}
+    assert api.get("/v1/answers/1", headers=ALICE).json()["question"] == PAYPAL["question"]
+
+
+def test_staff_create_read_list_edit_and_delete_answers(api: TestClient) -> None:
+    created = api.post("/v1/answers", json=PAYPAL | {"languages": ["EN"]}, headers=ALICE).json()
+    assert created["author"] == "alice"
+    assert created["source"] == f"answers/{created['id']}"
+    assert created["languages"] == ["en"] and created["enabled"] and created["collection"] == "kb"
+    other = {
+        "question": "Wie kündige ich?",
+        "answer": "Unter Einstellungen → Abo.",
+        "enabled": False,
+    }
+    second = api.post("/v1/answers", json=other, headers=ALICE).json()
+    assert second["languages"] == ["de"]  # read from the text
+
+    listed = api.get("/v1/answers", headers=ALICE).json()
+    assert [a["id"] for a in listed] == [second["id"], created["id"]]  # newest first
+    enabled = api.get("/v1/answers?enabled=true", headers=ALICE).json()
+    assert [a["id"] for a in enabled] == [created["id"]]
+    assert api.get("/v1/answers?collection=other", headers=ALICE).json() == []
+
+    path = f"/v1/answers/{created['id']}"
+    edited = api.patch(path, json={"variants": ["PayPal?", " ", "PayPal?"]}, headers=ALICE).json()
+    assert edited["variants"] == ["PayPal?"] and edited["answer"] == PAYPAL["answer"]
+    assert edited["updated_at"] >= created["updated_at"]
+    assert api.delete(path, headers=ALICE).status_code == 204
+    assert api.get(path, headers=ALICE).json() == {"detail": f"no answer {created['id']}"}
+    assert api.delete(path, headers=ALICE).status_code == 404
+    assert api.patch(path, json={"enabled": True}, headers=ALICE).status_code == 404
+
+
+def test_answers_that_say_nothing_are_refused(api: TestClient) -> None:
+    blank = api.post("/v1/answers", json=PAYPAL | {"answer": "   "}, headers=ALICE)
+    assert blank.status_code == 422 and "answer" in blank.json()["detail"]
+    unknown = api.post("/v1/answers", json=PAYPAL | {"languages": ["xx"]}, headers=ALICE)
+    assert unknown.status_code == 422 and "unknown language codes" in unknown.json()["detail"]
+    bad = api.post("/v1/answers", json=PAYPAL | {"collection": "../kb"}, headers=ALICE)
+    assert bad.status_code == 422
+    assert api.get("/v1/answers", headers=ALICE).json() == []
