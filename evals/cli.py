@@ -661,7 +661,9 @@ def _print_decisions(
     console.print(
         f"thresholds: person {decisions.person_confidence} (offline), "
         f"{decisions.person_confidence_before_model} (real model), a clause "
-        f"{decisions.person_clause_confidence}; small talk {decisions.smalltalk_confidence}; "
+        f"{decisions.person_clause_confidence}, a long message's closing sentences "
+        f"{decisions.person_closing_confidence} (from {decisions.person_closing_from_chars} "
+        f"characters); small talk {decisions.smalltalk_confidence}; "
         f"relevance ({settings.knowledge.embedder}) {relevance.default}{per_language}"
         f"{scope}"
     )

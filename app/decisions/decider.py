@@ -35,6 +35,7 @@ class Decision:
     language_confidence: float
     person_clause: float = 0.0  # the likeliest request for a person among its clauses
     person: float = 0.0  # that a person is asked for at all (the person head)
+    person_closing: float = 0.0  # the likeliest among a long message's closing sentences
 
 
 class MessageDecider:
@@ -50,15 +51,23 @@ class MessageDecider:
         """The decision on `text` read as `intent`, its clauses by `read_person` (the
         service's person head, or a cross-validation fold's)."""
         guess = self.language(text)
+        settings = self.settings
         person_clause = person_in_clauses(
             text,
             intent.person,
             read_person,
             self.sure_of_person,
-            self.settings.person_clause_min_words,
-            self.settings.person_clause_gate,
-            self.settings.person_closing_from_chars,
+            settings.person_clause_min_words,
+            settings.person_clause_gate,
         )
+        person_closing = 0.0
+        if intent.person < self.sure_of_person:
+            person_closing = person_in_closing(
+                text,
+                read_person,
+                settings.person_clause_min_words,
+                settings.person_closing_from_chars,
+            )
         return Decision(
             intent.label,
             intent.confidence,
@@ -66,6 +75,7 @@ class MessageDecider:
             guess.confidence,
             person_clause,
             intent.person,
+            person_closing,
         )
 
     @property
@@ -88,11 +98,13 @@ class MessageDecider:
 
     def hands_over(self, decision: Decision, *, model_decides: bool) -> bool:
         """Open a handoff before any model (see `person_threshold`): the message asks for
-        a person (the person head: outside a handoff, refusing the bot asks for one), or
-        one of its clauses does beyond doubt."""
+        a person (the person head: outside a handoff, refusing the bot asks for one), one
+        of its clauses does beyond doubt, or a long message's closing sentences do."""
         needed = self.person_threshold(model_decides=model_decides)
-        return decision.person >= needed or (
-            decision.person_clause >= max(needed, self.settings.person_clause_confidence)
+        return (
+            decision.person >= needed
+            or decision.person_clause >= max(needed, self.settings.person_clause_confidence)
+            or decision.person_closing >= max(needed, self.settings.person_closing_confidence)
         )
 
     def is_smalltalk(
@@ -128,11 +140,13 @@ def pieces(text: str) -> list[str]:
     return [c for c in parts if len(c.split()) >= 2] if len(parts) >= 2 else []
 
 
-def closing_sentences(text: str) -> list[str]:
-    """The last sentence of a message and its last two together (sentences of three words
-    or more): where a long problem report puts what it wants done."""
-    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if len(s.split()) >= 3]
-    return list(dict.fromkeys([" ".join(sentences[-2:]), *sentences[-1:]])) if sentences else []
+def closing_sentences(text: str, min_words: int = 4) -> list[str]:
+    """The last two sentences of a message (of `min_words` words or more), each alone and
+    both together: where a long problem report puts what it wants done, the request alone
+    when a shorter sentence or a sign-off follows it ("… Please pass this on to someone who
+    can look at my data. No rush, it can wait until Monday. Thanks so much!")."""
+    sentences = [s.strip() for s in _SENTENCE_BREAK.split(text) if len(s.split()) >= min_words]
+    return list(dict.fromkeys([" ".join(sentences[-2:]), *sentences[-2:]])) if sentences else []
 
 
 def person_in_clauses(
@@ -142,23 +156,26 @@ def person_in_clauses(
     sure: float = 1.0,
     min_words: int = 2,
     gate: float = 0.0,
-    closing_from: int = 0,
 ) -> float:
     """The likeliest request for a person among the clauses of a message, by `read` (the
     person head); 0 when the whole asks for a person with probability `person` at least
-    `sure` (it hands over as a whole). Below `gate` the clauses are not read (a clause is
-    then the message's way of asking a question), except, in a message of `closing_from`
-    characters or more, its closing sentences: the whole of a long problem report reads as
-    the problem, its last sentence as what it asks for ("… Can someone from your team call
-    me?")."""
-    if person >= sure:
+    `sure` (it hands over as a whole) or below `gate` (a clause is then the message's way
+    of asking a question)."""
+    if person >= sure or person < gate:
         return 0.0
-    closing = 0.0
-    if closing_from and len(text) >= closing_from:
-        closing = max((read(part) for part in closing_sentences(text)), default=0.0)
-    if person < gate:
-        return closing
-    return max([closing, *(read(clause) for clause in clauses(text, min_words))])
+    return max((read(clause) for clause in clauses(text, min_words)), default=0.0)
+
+
+def person_in_closing(
+    text: str, read: Callable[[str], float], min_words: int = 4, closing_from: int = 0
+) -> float:
+    """The likeliest request for a person among the closing sentences of a message of
+    `closing_from` characters or more (0: none), by `read`, whatever the whole reads as:
+    the whole of a long problem report reads as the problem, its closing sentences as what
+    it asks for ("… Can someone from your team call me? I'm free after 2pm.")."""
+    if not closing_from or len(text) < closing_from:
+        return 0.0
+    return max((read(part) for part in closing_sentences(text, min_words)), default=0.0)
 
 
 @cache

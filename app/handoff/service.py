@@ -202,13 +202,20 @@ class HandoffService:
     def _how_sure(self, decision: Decision) -> str:
         """What the card says of the decision, for the staff member who reads it."""
         needed = self.decider.person_threshold(model_decides=self._model_decides)
+        settings = self.decider.settings
         if decision.person >= needed:
             read = f"read as a request for a person with probability {decision.person:.2f}"
-        else:
-            needed = max(needed, self.decider.settings.person_clause_confidence)
+        elif decision.person_clause >= max(needed, settings.person_clause_confidence):
+            needed = max(needed, settings.person_clause_confidence)
             read = (
                 f"read as a {decision.intent}, one clause as a request for a person with "
                 f"probability {decision.person_clause:.2f}"
+            )
+        else:
+            needed = max(needed, settings.person_closing_confidence)
+            read = (
+                f"read as a {decision.intent}, its closing sentences as a request for a person "
+                f"with probability {decision.person_closing:.2f}"
             )
         return f"{read} (needed {needed:.2f}; language {decision.language})"
 

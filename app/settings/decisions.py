@@ -56,10 +56,20 @@ class DecisionSettings(BaseModel):
     person_closing_from_chars: int = Field(
         200,
         ge=0,
-        description="length from which a message's closing sentences are read on their own "
-        "for a request for a person (at `person_clause_confidence`), whatever the whole reads "
-        'as: a long problem report ending in "… can someone call me?" reads as the problem. '
+        description="length from which a message's closing sentences (the last two of "
+        "`person_clause_min_words` words or more, each alone and both together) are read on "
+        "their own for a request for a person, whatever the whole reads as: a long problem "
+        'report ending in "… can someone call me? I\'m free after 2pm." reads as the problem. '
         "0: never. Chosen on the labelled sets the person head is fitted to (docs/decisions.md)",
+    )
+    person_closing_confidence: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="probability with which one of a long message's closing sentences must "
+        "read as a request for a person to open a handoff when the whole message reads "
+        "otherwise; chosen on the first set of long messages and the labelled sets "
+        "(docs/benchmarks.md)",
     )
     smalltalk_confidence: float = Field(
         0.8,

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 import yaml
 
-from app.decisions.decider import MessageDecider, decider_for
+from app.decisions.decider import (
+    MessageDecider,
+    closing_sentences,
+    decider_for,
+    person_in_closing,
+)
 from app.decisions.intent import FITTED, IntentClassifier, IntentModel, load_examples
 from app.settings import DecisionSettings
 from knowledge.embeddings import get_embedder
@@ -163,6 +168,91 @@ def test_a_long_question_mentioning_people_stays_with_the_bot(
     decider: MessageDecider, text: str
 ) -> None:
     assert not decider.hands_over(decider.decide(text), model_decides=False)
+
+
+# Long problem reports whose request for a person is followed by a shorter sentence and a
+# sign-off: the last sentence, and the last two together, read as the problem or the
+# pleasantry; the request alone reads as a request.
+LONG_REPORTS_WITH_A_REQUEST_BEFORE_THE_SIGN_OFF = [
+    "Since Tuesday every invoice I post shows the customer's old billing address, although I "
+    "changed it in the customer record, saved, and even closed and reopened the file. A test "
+    "customer I created prints fine, the real ones don't, and the tax number at the bottom is "
+    "also the old one. There are forty invoices waiting to go out before the end of the month "
+    "and I've already cleared the report cache and rebuilt the invoice template once. Please "
+    "pass this on to someone who can look at my file. No rush, Monday is fine. Thanks so much!",
+    "The reconciliation for our savings account was fine until September, and now the starting "
+    "balance in the reconcile window is 312.50 higher than the closing balance I reconciled "
+    "last month. Nothing before September was edited as far as I know, and the bank statement "
+    "clearly starts where the last one ended. I've checked the reconciled flags in the register "
+    "and looked for transactions dated in the past. Could you forward this to one of your "
+    "colleagues who knows reconciliation? I won't touch the file until then. Regards, Ian",
+    "Seit dem Import der Kontoauszüge von Oktober stimmen die Salden auf dem Girokonto nicht "
+    "mehr, es fehlen genau 1.240 Euro, und ich finde keine doppelte oder fehlende Buchung. Die "
+    "Auszüge selbst sind vollständig, ich habe Zeile für Zeile verglichen, und die "
+    "Importeinstellungen sind dieselben wie in den Monaten davor. Könnten Sie mein Anliegen "
+    "bitte an einen Ihrer Kollegen weitergeben, der sich den Import anschauen kann? Bis dahin "
+    "buche ich nichts mehr. Viele Grüße, Jan",
+    "В отчёте о прибылях и убытках за третий квартал выручка меньше, чем сумма всех "
+    "выставленных счетов, примерно на 86 тысяч рублей. Я сверила счета по одному, все "
+    "проведены, даты в пределах квартала, валюта рубли. Фильтр счетов в параметрах отчёта тоже "
+    "проверила. Передайте, пожалуйста, мой вопрос сотруднику, который разбирается в отчётах. Я "
+    "пока ничего не трогаю. С уважением, Ирина",
+]
+# As long, mentioning a colleague, a manager or an accountant, ending in a question for the
+# bot and a sign-off.
+LONG_QUESTIONS_WITH_PEOPLE_AND_A_SIGN_OFF = [
+    "A colleague from the finance team showed me how to split a supplier payment across two "
+    "invoices, but when I try it the payment is applied to the older invoice in full and the "
+    "newer one still shows as unpaid. She did it on her own computer with the same file and it "
+    "worked for her. I've tried the process payment dialog both from the vendor and from the "
+    "bank register. How do I choose which invoices a payment goes to? Thanks a lot, Anna",
+    "Der Geschäftsführer hat die Reisekostenabrechnung freigegeben, aber ich weiß nicht, wie "
+    "ich die Erstattung an den Mitarbeiter richtig buche, weil ein Teil schon als Vorschuss "
+    "ausgezahlt wurde. Der Vorschuss steht auf einem eigenen Forderungskonto. Wie verrechne "
+    "ich Vorschuss und Abrechnung so, dass nur der Rest überwiesen wird? Viele Grüße, Petra",
+    "Наш бухгалтер в отпуске, а директор попросил отчёт о движении денежных средств за квартал "
+    "с разбивкой по месяцам. Я нашла отчёт о движении денежных средств, но он выводит один "
+    "итог за весь период. Коллега сказала, что можно как-то настроить шаг отчёта. Где в "
+    "параметрах отчёта задаётся разбивка по месяцам? Спасибо, Светлана",
+]
+
+
+@pytest.mark.parametrize("text", LONG_REPORTS_WITH_A_REQUEST_BEFORE_THE_SIGN_OFF)
+def test_a_long_report_hands_over_by_a_request_before_its_last_sentence(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert decision.person < DecisionSettings().person_clause_gate  # the whole: the problem
+    assert decision.person_closing >= DecisionSettings().person_closing_confidence
+    assert decider.hands_over(decision, model_decides=False)
+    assert decider.hands_over(decision, model_decides=True)
+
+
+@pytest.mark.parametrize("text", LONG_QUESTIONS_WITH_PEOPLE_AND_A_SIGN_OFF)
+def test_a_long_question_mentioning_a_colleague_and_signed_off_stays_with_the_bot(
+    decider: MessageDecider, text: str
+) -> None:
+    decision = decider.decide(text)
+    assert not decider.hands_over(decision, model_decides=False)
+    assert not decider.hands_over(decision, model_decides=True)
+
+
+def test_the_closing_sentences_are_the_last_two_of_enough_words_alone_and_together() -> None:
+    text = "The import failed. Twice. Could someone call me back please? I am in until five. Ta, Jo"
+    assert closing_sentences(text) == [
+        "Could someone call me back please? I am in until five.",
+        "Could someone call me back please?",
+        "I am in until five.",
+    ]
+    assert closing_sentences("Call me back please. Thanks") == ["Call me back please."]
+    assert closing_sentences("Hi. Thanks!") == []
+
+
+def test_a_short_message_has_no_closing_sentences_read() -> None:
+    report = "Nothing imports. " * 8 + "Could somebody from your team call me back?"
+    assert person_in_closing(report, lambda text: 1.0, closing_from=len(report) + 1) == 0.0
+    assert person_in_closing(report, lambda text: 1.0, closing_from=0) == 0.0
+    assert person_in_closing(report, lambda text: 1.0, closing_from=len(report)) == 1.0
 
 
 # Refusing the bot asks for a person; refusing the person asks for the bot back: each is

@@ -213,6 +213,31 @@ async def test_a_problem_report_ending_in_a_request_hands_over_and_the_card_says
     assert "(needed 0.95; language ru)" in card.decided
 
 
+async def test_a_long_report_handed_over_by_its_closing_sentences_says_so_on_the_card(
+    chat: ChatService, handoffs: HandoffService, model: CapturingChatModel
+) -> None:
+    calls_before = len(model.calls)
+    await chat.handle_turn(
+        said(
+            "The reconciliation for our savings account was fine until September, and now the "
+            "starting balance in the reconcile window is 312.50 higher than the closing balance "
+            "I reconciled last month. Nothing before September was edited as far as I know, and "
+            "the bank statement clearly starts where the last one ended. I've checked the "
+            "reconciled flags in the register and looked for transactions dated in the past. "
+            "Could you forward this to one of your colleagues who knows reconciliation? I won't "
+            "touch the file until then. Regards, Ian"
+        )
+    )
+
+    assert len(model.calls) == calls_before  # no model: the closing sentences were enough
+    (handoff,) = await handoffs.queue()
+    card = HandoffCard.from_json(handoff.card)
+    assert card.decided.startswith(
+        "read as a question, its closing sentences as a request for a person with probability"
+    )
+    assert "(needed 0.90; language en)" in card.decided
+
+
 async def test_a_client_handed_over_by_mistake_gets_the_bot_back(
     chat: ChatService, handoffs: HandoffService, model: CapturingChatModel
 ) -> None:
