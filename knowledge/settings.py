@@ -171,9 +171,11 @@ class KnowledgeSettings(BaseModel):
     sources: list[DocumentationSource] = Field(
         default_factory=list,
         description="folders and help centers `supportbot serve` keeps in sync on a schedule, "
-        'e.g. `[{"location": "https://help.example.com/docs/", "every_hours": 6}]`: a folder '
-        "is ingested again as `kb ingest` does, a site synced as `kb sync` does, by one "
-        "replica at a time; `GET /v1/admin/kb/sources` shows how each went",
+        'e.g. `[{"location": "https://help.example.com/docs/", "every_hours": 6}]`: '
+        "`location` a folder (relative: to the home) or an http(s) URL, `collection` unset: "
+        "`knowledge.collection`, `every_hours` (> 0) counted from the end of one sync; a "
+        "folder is ingested again as `kb ingest` does, a site synced as `kb sync` does, by "
+        "one replica at a time; `GET /v1/admin/kb/sources` shows how each went",
     )
 
     _http_addresses = field_validator("qdrant_url")(web_address)
