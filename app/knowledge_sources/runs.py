@@ -38,6 +38,9 @@ class Counts:
     removed: int
     unchanged: int
 
+    def __str__(self) -> str:
+        return f"+{self.added} ~{self.changed} -{self.removed} ={self.unchanged}"
+
     @classmethod
     def of(cls, report: IngestReport) -> "Counts":
         return cls(

@@ -62,6 +62,8 @@ def replica_name() -> str:
 
 
 class SourceScheduler:
+    """The syncs of `sources` as one replica runs them (`holder` names it in the leases)."""
+
     def __init__(
         self,
         sources: Sequence[DocumentationSource],
@@ -114,6 +116,8 @@ class SourceScheduler:
             outcome = SyncOutcome(source, Counts.of(report), _page_errors(report))
         finally:
             renewing.cancel()
+        if outcome.counts:
+            log.info("synced %s: documents %s", source.location, outcome.counts)
         if outcome.error:
             log.warning("sync of %s: %s", source.location, outcome.error)
         async with self.sessions() as session:
@@ -132,7 +136,7 @@ class SourceScheduler:
         moment = started
         while True:
             await asyncio.sleep(every)
-            moment = max(_later(moment), datetime.now(UTC))
+            moment = _later(moment)
             try:
                 async with self.sessions() as session:
                     held = await runs.renew_lease(session, key, self.holder, moment, self.lease)
