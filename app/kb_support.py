@@ -55,10 +55,10 @@ def load_settings() -> "Settings":
     try:
         return get_settings()
     except ValidationError as exc:
-        problems = "; ".join(
-            f"SUPPORTBOT_{'__'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
-            for error in exc.errors()
-        )
+        from app.start_up_errors import describe
+
+        lines = describe(exc) or [str(exc)]
+        problems = "; ".join(line.removeprefix("invalid settings: ") for line in lines)
         fail(f"invalid settings: {problems}", 2)
 
 

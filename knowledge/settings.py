@@ -6,7 +6,7 @@ own settings without importing the service."""
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from knowledge.relevance import RelevanceThresholds
 
@@ -18,6 +18,42 @@ def web_address(url: str | None) -> str | None:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("not an http:// or https:// address with a host")
     return url
+
+
+class DocumentationSource(BaseModel):
+    """A folder or a help center that `supportbot serve` mirrors into a collection every
+    `every_hours` (app/knowledge_sources)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is told, not ignored
+
+    location: str = Field(
+        min_length=1,
+        description="a folder (relative: to SUPPORTBOT_HOME) or the http(s) URL of a help center",
+    )
+    collection: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="the collection it goes into; unset: `knowledge.collection`",
+    )
+    every_hours: float = Field(gt=0, description="hours from the end of one sync to the next")
+
+    @field_validator("location")
+    @classmethod
+    def _folder_or_site(cls, value: str) -> str:
+        value = value.strip()
+        if "://" in value:
+            web_address(value)
+        return value
+
+    @property
+    def is_site(self) -> bool:
+        return self.location.startswith(("https://", "http://"))
+
+    def under(self, home: Path) -> "DocumentationSource":
+        """This source with a relative folder read from `home`."""
+        if self.is_site:
+            return self
+        return self.model_copy(update={"location": str(home / Path(self.location).expanduser())})
 
 
 class KnowledgeSettings(BaseModel):
@@ -132,7 +168,37 @@ class KnowledgeSettings(BaseModel):
         "expert refuses it",
     )
 
+    sources: list[DocumentationSource] = Field(
+        default_factory=list,
+        description="folders and help centers `supportbot serve` keeps in sync on a schedule, "
+        'e.g. `[{"location": "https://help.example.com/docs/", "every_hours": 6}]`: '
+        "`location` a folder (relative: to the home) or an http(s) URL, `collection` unset: "
+        "`knowledge.collection`, `every_hours` (> 0) counted from the end of one sync; a "
+        "folder is ingested again as `kb ingest` does, a site synced as `kb sync` does, by "
+        "one replica at a time; `GET /v1/admin/kb/sources` shows how each went",
+    )
+
     _http_addresses = field_validator("qdrant_url")(web_address)
+
+    @field_validator("sources")
+    @classmethod
+    def _one_schedule_per_source(
+        cls, sources: list[DocumentationSource], info: ValidationInfo
+    ) -> list[DocumentationSource]:
+        """Each source names its collection (the configured one when unset), once."""
+        default = info.data.get("collection") or cls.model_fields["collection"].default
+        named = [
+            source if source.collection else source.model_copy(update={"collection": default})
+            for source in sources
+        ]
+        seen: set[tuple[str | None, str]] = set()
+        for source in named:
+            if (source.collection, source.location) in seen:
+                raise ValueError(
+                    f"{source.location} is listed twice for the collection {source.collection!r}"
+                )
+            seen.add((source.collection, source.location))
+        return named
 
     @property
     def configured_min_similarity(self) -> bool:

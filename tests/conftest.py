@@ -93,6 +93,16 @@ def own_pg_url(pg_database_url: str) -> Iterator[str]:
     _admin(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, settings: Settings) -> str:
+    """A migrated database of the test's own, on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        migrate.upgrade(settings.db.url)
+        return settings.db.url
+    url: str = request.getfixturevalue("own_pg_url")
+    return url
+
+
 @pytest.fixture(scope="session")
 async def pg_engine(pg_database_url: str) -> AsyncIterator[AsyncEngine]:
     migrate.upgrade(pg_database_url)

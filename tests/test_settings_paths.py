@@ -1,5 +1,6 @@
 """Relative paths in the settings resolve against SUPPORTBOT_HOME, not the working directory."""
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,18 @@ def test_an_installed_package_defaults_to_the_user_data_folder(
     monkeypatch.delenv("XDG_DATA_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     assert default_home() == tmp_path / "user" / ".local" / "share" / "supportbot"
+
+
+def test_a_scheduled_folder_resolves_under_home_and_a_site_stays_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = [
+        {"location": "docs", "every_hours": 6},
+        {"location": "https://help.example.com/docs/", "collection": "web", "every_hours": 0.5},
+    ]
+    monkeypatch.setenv("SUPPORTBOT_KNOWLEDGE__SOURCES", json.dumps(sources))
+    settings = _settings(home=tmp_path)
+    assert [(s.location, s.collection, s.every_hours) for s in settings.knowledge.sources] == [
+        (str(tmp_path / "docs"), "kb", 6.0),  # the configured collection when unset
+        ("https://help.example.com/docs/", "web", 0.5),
+    ]

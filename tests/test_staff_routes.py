@@ -78,6 +78,7 @@ def test_the_walk_finds_every_staff_route(keyed: TestClient) -> None:
         ("get", "/v1/conversations/{key}/memory"),
         ("get", "/v1/widget/conversations"),
         ("post", "/v1/admin/kb/ingest"),
+        ("get", "/v1/admin/kb/sources"),
     } <= found
     assert not found & CLIENT_ROUTES
 

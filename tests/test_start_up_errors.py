@@ -121,6 +121,18 @@ def test_free_text_is_only_where_the_type_holds_any_text() -> None:
         ("SUPPORTBOT_DB__POOL_SIZE", "1", "pool_size + max_overflow"),  # across two fields
         ("SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL", "redis://host:6379/0", "async"),
         ("SUPPORTBOT_TELEGRAM__API_BASE_URL", "api.telegram.org/bot", "http"),
+        ("SUPPORTBOT_KNOWLEDGE__SOURCES", '[{"location": "d", "every_hours": 0}]', "(at 0.every"),
+        ("SUPPORTBOT_KNOWLEDGE__SOURCES", '[{"location": "ftp://h/", "every_hours": 1}]', "http"),
+        (
+            "SUPPORTBOT_KNOWLEDGE__SOURCES",
+            '[{"location": "d", "every_hours": 1, "colection": "kb"}]',
+            "(at 0.colection): Extra inputs",
+        ),
+        (
+            "SUPPORTBOT_KNOWLEDGE__SOURCES",
+            '[{"location": "d", "every_hours": 1}, {"location": "d", "every_hours": 2}]',
+            "listed twice",
+        ),
     ],
 )
 def test_values_of_the_right_type_that_are_still_wrong(

@@ -18,6 +18,7 @@ from app.api import (
     handoffs,
     health,
     insights,
+    knowledge_sources,
     people,
     telegram,
     widget,
@@ -58,7 +59,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await load_routes(app)
         app.state.runtime.sweep_periodically()
         app.state.turn_limits = TurnLimits(settings.api, settings.observability.metrics_enabled)
-        async with telegram.webhook_bot(app), handoffs.telegram_messenger(app):
+        async with (
+            telegram.webhook_bot(app),
+            handoffs.telegram_messenger(app),
+            knowledge_sources.scheduled_syncs(app),
+        ):
             yield
         await app.state.runtime.aclose()
 
@@ -75,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(widget.router)
     app.include_router(telegram.router)
     app.include_router(admin.router)
+    app.include_router(knowledge_sources.router)
     app.include_router(handoffs.router)
     app.include_router(answers.router)
     app.include_router(insights.router)

@@ -295,3 +295,29 @@ class Answer(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
+
+
+class KnowledgeSourceRun(Base):
+    """The scheduled syncs of one documentation source (`knowledge.sources`), shared by
+    the replicas: the lease names the one that runs it now (taken by one conditional
+    UPDATE, so no two do), the rest is what its last sync did (app/knowledge_sources)."""
+
+    __tablename__ = "knowledge_source_runs"
+
+    # SHA-256 of the collection and the location: a URL may be longer than a key should be.
+    source_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    collection: Mapped[str] = mapped_column(String(64))
+    location: Mapped[str] = mapped_column(Text)
+    lease_holder: Mapped[str | None] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set when a sync ends, failed or not (the next is due `every_hours` later); a sync
+    # stopped by a shutdown leaves it, so the next replica takes the source up at once.
+    last_finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The documents of the last sync that went through, +added ~changed -removed
+    # =unchanged (a site that could not be listed changes none of them); None: none yet.
+    added: Mapped[int | None] = mapped_column(Integer)
+    changed: Mapped[int | None] = mapped_column(Integer)
+    removed: Mapped[int | None] = mapped_column(Integer)
+    unchanged: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)

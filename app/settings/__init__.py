@@ -125,6 +125,7 @@ class Settings(BaseSettings):
                 "ingest_roots": [
                     self.home / root.expanduser() for root in self.knowledge.ingest_roots
                 ],
+                "sources": [source.under(self.home) for source in self.knowledge.sources],
             }
         )
         self.db = self.db.model_copy(update={"url": _sqlite_url_under(self.home, self.db.url)})

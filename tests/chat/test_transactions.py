@@ -70,15 +70,6 @@ def counting(engine: AsyncEngine) -> Iterator[list[Counted]]:
         event.remove(engine.sync_engine, "begin", on_begin)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, settings: Settings) -> str:
-    if request.param == "sqlite":
-        migrate.upgrade(settings.db.url)
-        return settings.db.url
-    url: str = request.getfixturevalue("own_pg_url")
-    return url
-
-
 async def test_a_turn_is_two_transactions_with_handoffs_memory_and_folds(
     settings: Settings, database_url: str
 ) -> None:

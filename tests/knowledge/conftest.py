@@ -12,6 +12,7 @@ import pytest
 
 from knowledge.store import IngestReport, KnowledgeBase
 from tests.conftest import FIXTURES
+from tests.knowledge.help_center import HelpCenter, serving
 
 GNUCASH = FIXTURES / "gnucash"
 # Small pages that answer the questions in test_retrieval.py, plus distractors.
@@ -77,3 +78,10 @@ def grouping_base(
     kb.ingest(gnucash_subset)
     yield kb
     kb.close()
+
+
+@pytest.fixture
+def help_center() -> Iterator[HelpCenter]:
+    """A help center on a loopback port (tests/knowledge/help_center.py)."""
+    with serving() as site:
+        yield site
