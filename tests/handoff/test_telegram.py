@@ -19,6 +19,7 @@ from app.chat.store import TurnStore
 from app.db import migrate
 from app.db.engine import make_async_engine, make_session_factory
 from app.handoff.card import HandoffCard
+from app.handoff.draft import NOTHING_FOUND, no_draft
 from app.handoff.service import HandoffService, Undelivered
 from app.observability.metrics import REGISTRY
 from app.runtime import agent_factory
@@ -342,13 +343,14 @@ async def test_a_long_card_is_posted_in_parts_claim_under_the_last_after_a_5xx(
     )
     bot_api.fail_sends(1, 502)  # the first part is refused once, then resent
     async with Bot(TOKEN, base_url=f"{bot_api.url}/bot") as bot:
-        await TelegramMessenger(bot, handoff_settings, sessions).card_opened(7, card)
+        draft = no_draft(NOTHING_FOUND)
+        await TelegramMessenger(bot, handoff_settings, sessions).card_opened(7, card, draft)
 
     parts = in_chat(bot_api, STAFF_CHAT)
     assert len(parts) >= 2
     assert len(bot_api.sent()) == len(parts) + 1  # each part arrived once
     assert all(utf16_len(part) <= 4096 for part in parts)
-    assert "\n".join(parts) == card.as_text()
+    assert "\n".join(parts) == f"{card.as_text()}\nDraft: no draft: nothing relevant found"
     *first, last = bot_api.delivered
     assert all("reply_markup" not in message for message in first)
     (button,) = last["reply_markup"]["inline_keyboard"][0]
