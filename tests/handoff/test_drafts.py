@@ -3,6 +3,7 @@ its source, "no draft" when the documentation has nothing, a real model's reply 
 scripted provider) recorded as a `draft` call; sent by staff as their own message, or
 dismissed; never in the client's chat before that."""
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +15,14 @@ from pydantic import SecretStr
 from sqlalchemy import create_engine, select
 
 from app.bench.scripted_llm import Reply, ScriptedLLM
+from app.chat.service import ChatService
 from app.db.engine import sync_url
 from app.db.models import LLMCall
+from app.handoff.service import HandoffService
 from app.settings import ApiKey, Settings
 from tests.conftest import make_client
+from tests.fakes import CapturingChatModel
+from tests.handoff.test_flow import said
 from tests.test_model_faults import scripted, use_scripted
 
 __all__ = ["scripted"]  # the provider fixture
@@ -151,3 +156,26 @@ def test_a_real_models_draft_is_its_reply_recorded_as_a_draft_call(
         purposes = list(connection.scalars(select(LLMCall.purpose).order_by(LLMCall.id)))
     engine.dispose()
     assert purposes[-2:] == ["draft", "draft"]
+
+
+async def test_a_draft_that_fails_is_no_draft_and_the_handoff_stands(
+    chat: ChatService,
+    handoffs: HandoffService,
+    model: CapturingChatModel,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await chat.handle_turn(said(ANSWERED))
+    model.fail_with = "the provider is down"
+    with caplog.at_level(logging.ERROR, logger="app.handoff.service"):
+        notice = await chat.handle_turn(said(ASK_FOR_PERSON))
+        await chat.settled()
+    assert (notice.outcome, notice.handoff) == ("handed_off", "open")
+    (handoff,) = await handoffs.queue()
+    assert handoff.draft == {
+        "status": "none",
+        "text": "",
+        "citations": [],
+        "reason": "drafting failed",
+    }
+    (logged,) = [r.getMessage() for r in caplog.records]
+    assert "was not drafted" in logged and "the provider is down" in logged
