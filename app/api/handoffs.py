@@ -1,8 +1,8 @@
 """Handoffs over HTTP, for the staff widget's queue (app/widget/queue.html): list, read,
-claim, reply, resolve. Staff credentials only: a client (an API key, an anonymous caller)
-gets 403, and a staff member's own widget chat stays theirs: a handoff over it is neither
-listed for nor open to another staff member (403). The flow itself:
-app/handoff/service.py."""
+claim, reply (the card's drafted reply too), dismiss the draft, resolve. Staff credentials
+only: a client (an API key, an anonymous caller) gets 403, and a staff member's own widget
+chat stays theirs: a handoff over it is neither listed for nor open to another staff member
+(403). The flow itself: app/handoff/service.py."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
