@@ -29,6 +29,8 @@ NOTHING_FOUND = "nothing relevant found"
 NO_QUESTION = "no open question"
 MODEL_ASKED_FOR_PERSON = "the model asked for a person"
 FAILED = "drafting failed"
+INTERRUPTED = "drafting was interrupted (the service stopped)"
+DRAFTING_OFF = "drafting is off"
 DRAFT_PURPOSE = "draft"
 SHORT_CHARS = 500  # a draft as the staff chat's card shows it
 

@@ -40,7 +40,9 @@ from app.decisions.decider import Decision, MessageDecider, decider_for
 from app.handoff import metrics, store
 from app.handoff.card import HandoffCard, build_card, summarize_for_card
 from app.handoff.draft import (
+    DRAFTING_OFF,
     FAILED,
+    INTERRUPTED,
     NO_QUESTION,
     Draft,
     draft_input,
@@ -496,7 +498,8 @@ class HandoffService:
 
     async def _draft(self, opened: Opened) -> Draft:
         """The handoff's drafted reply, stored with it (its calls as `draft` LLM calls); a
-        draft that fails or takes too long is "no draft", the reason logged."""
+        draft that fails or takes too long is "no draft", the reason logged; one a
+        shutdown stops is "no draft" too, rather than left drafting."""
         handoff, conversation = opened.handoff, opened.conversation
         collector = UsageCollector(conversation.profile, self._settings.observability)
         timeout = self._settings.handoff.draft_timeout_seconds
@@ -504,7 +507,7 @@ class HandoffService:
             if opened.draft_input is None:
                 draft = no_draft(NO_QUESTION)
             elif self.drafter is None or not timeout:
-                draft = no_draft("drafting is off")
+                draft = no_draft(DRAFTING_OFF)
             else:
                 archive = ConversationArchive(self._turns.reads, conversation.id)
                 limit = 10 * self._settings.llm.max_agent_steps
@@ -512,21 +515,28 @@ class HandoffService:
                     draft = await make_draft(
                         self.drafter, conversation, archive, opened.draft_input, collector, limit
                     )
+        except asyncio.CancelledError:
+            await self._keep_draft(opened, no_draft(INTERRUPTED), collector)
+            raise
         except Exception as error:
             described = redact_secrets(f"{type(error).__name__}: {error}", self._secrets)
             log.error("the reply to handoff %s was not drafted: %s", handoff.id, described)
             draft = no_draft(FAILED)
+        await self._keep_draft(opened, draft, collector)
+        return draft
+
+    async def _keep_draft(self, opened: Opened, draft: Draft, collector: UsageCollector) -> None:
+        conversation = opened.conversation
         try:
             async with self._turns.sessions() as session:
-                await store.set_draft(session, handoff.id, draft.to_json())
+                await store.set_draft(session, opened.handoff.id, draft.to_json())
                 session.add_all(
                     LLMCall(conversation_id=conversation.id, turn=opened.turn, **call.columns())
                     for call in collector.records
                 )
                 await session.commit()
         except Exception as error:
-            log.error("the draft of handoff %s was not stored: %s", handoff.id, error)
-        return draft
+            log.error("the draft of handoff %s was not stored: %s", opened.handoff.id, error)
 
     async def _deliver(
         self, handoff: Handoff, conversation: Conversation, author: str | None, text: str

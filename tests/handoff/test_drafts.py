@@ -3,6 +3,7 @@ its source, "no draft" when the documentation has nothing, a real model's reply 
 scripted provider) recorded as a `draft` call; sent by staff as their own message, or
 dismissed; never in the client's chat before that."""
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -26,6 +27,25 @@ from tests.handoff.test_flow import said
 from tests.test_model_faults import scripted, use_scripted
 
 __all__ = ["scripted"]  # the provider fixture
+
+
+class HeldModel(CapturingChatModel):
+    """The offline model, whose calls wait (until cancelled) once `hold` is set."""
+
+    hold: bool = False
+    held: int = 0  # calls waiting
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+        if self.hold:
+            self.held += 1
+            await asyncio.Event().wait()
+        return await super()._agenerate(*args, **kwargs)
+
+
+@pytest.fixture
+def model() -> HeldModel:
+    return HeldModel()
+
 
 ALICE = {"authorization": "Bearer alice-api-token"}
 CLIENT = {"authorization": "Bearer acme-client-key-0123456789"}
@@ -179,3 +199,19 @@ async def test_a_draft_that_fails_is_no_draft_and_the_handoff_stands(
     }
     (logged,) = [r.getMessage() for r in caplog.records]
     assert "was not drafted" in logged and "the provider is down" in logged
+
+
+async def test_a_draft_a_shutdown_stops_is_no_draft_rather_than_left_drafting(
+    chat: ChatService, handoffs: HandoffService, model: HeldModel
+) -> None:
+    await chat.handle_turn(said(ANSWERED))
+    model.hold = True
+    await chat.handle_turn(said(ASK_FOR_PERSON))
+    for _ in range(1000):  # until the draft's first model call waits
+        if model.held:
+            break
+        await asyncio.sleep(0.01)
+    await chat.aclose()
+    (handoff,) = await handoffs.queue()
+    assert handoff.draft is not None
+    assert handoff.draft["reason"] == "drafting was interrupted (the service stopped)"
