@@ -27,6 +27,7 @@ from app.chat.types import TurnReply, TurnRequest
 from app.db import queries
 from app.db.models import TelegramDelivery
 from app.handoff.card import HandoffCard
+from app.handoff.draft import Draft
 from app.handoff.service import HandoffService, Undelivered
 from app.handoff.store import HandoffConflict, holding, people_of
 from app.observability import metrics
@@ -108,16 +109,17 @@ class TelegramMessenger:
             delivery = await session.get(TelegramDelivery, found[1].id)
         return delivery.reply_to_message_id if delivery else None
 
-    async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
+    async def card_opened(self, handoff_id: int, card: HandoffCard, draft: Draft) -> None:
         if self._staff_chat is None:
             return
         # A card the summary model made long is split as answers are; the Claim button
-        # goes under its last part, where the reading ends.
+        # goes under its last part, where the reading ends. The draft, shortened, comes
+        # last: staff edit and send it from the queue page.
         claim = InlineKeyboardButton("Claim", callback_data=f"handoff:claim:{handoff_id}")
         try:
             await self._send_parts(
                 self._staff_chat,
-                split_parts(card.as_text(), []),
+                split_parts(f"{card.as_text()}\n{draft.as_text()}", []),
                 under_last=InlineKeyboardMarkup([[claim]]),
             )
         except Undelivered as error:  # the handoff stands: staff see it in the web queue

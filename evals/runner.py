@@ -218,9 +218,12 @@ def with_profile(settings: Settings, profile: str) -> Settings:
 def when_asked_only(settings: Settings) -> Settings:
     """Handoffs opened only when a user asks for a person: the app also hands a
     conversation over after answers that found nothing, which would end a scenario early
-    (`forget-all` finds nothing twice in a row on the dev client session)."""
+    (`forget-all` finds nothing twice in a row on the dev client session). No reply is
+    drafted for the card: the evals measure the turns' calls, and a draft's are none of
+    them."""
     never = sys.maxsize  # answers in a row that found nothing
-    handoff = settings.handoff.model_copy(update={"not_found_turns": never})
+    update = {"not_found_turns": never, "draft_timeout_seconds": 0}
+    handoff = settings.handoff.model_copy(update=update)
     return settings.model_copy(update={"handoff": handoff})
 
 

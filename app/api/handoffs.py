@@ -1,8 +1,8 @@
 """Handoffs over HTTP, for the staff widget's queue (app/widget/queue.html): list, read,
-claim, reply, resolve. Staff credentials only: a client (an API key, an anonymous caller)
-gets 403, and a staff member's own widget chat stays theirs: a handoff over it is neither
-listed for nor open to another staff member (403). The flow itself:
-app/handoff/service.py."""
+claim, reply (the card's drafted reply too), dismiss the draft, resolve. Staff credentials
+only: a client (an API key, an anonymous caller) gets 403, and a staff member's own widget
+chat stays theirs: a handoff over it is neither listed for nor open to another staff member
+(403). The flow itself: app/handoff/service.py."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,14 +12,16 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Req
 from pydantic import BaseModel, Field, field_validator
 
 from app.api.auth import Caller, CallerDep, guarded_first, request_caller
-from app.api.deps import ChatServiceDep
+from app.api.deps import ChatServiceDep, SettingsDep
 from app.api.errors import documented
-from app.api.schemas import ErrorOut, MessageOut, Text, UtcDatetime
+from app.api.schemas import CitationOut, ErrorOut, MessageOut, Text, UtcDatetime
 from app.db.models import Handoff
 from app.handoff.card import HandoffCard
+from app.handoff.draft import Draft
 from app.handoff.service import HandoffService, Undelivered
 from app.handoff.store import ACTIVE, HandoffConflict
 from app.runtime import Runtime
+from app.settings import KnowledgeSettings
 
 
 def staff_only(caller: CallerDep) -> Caller:
@@ -77,6 +79,28 @@ class CardOut(BaseModel):
     topics: list[str]
 
 
+class DraftOut(BaseModel):
+    status: Literal["drafting", "drafted", "none", "dismissed", "sent"] = Field(
+        description="drafting: not made yet; drafted: a reply to edit and send, or dismiss; "
+        "none: no draft (see `reason`); dismissed or sent: settled by staff"
+    )
+    text: str = Field(description="the drafted reply (Markdown); never sent unless staff send it")
+    citations: list[CitationOut] = Field(description="the passages the draft is drawn from")
+    reason: str = Field(description='why there is no draft, e.g. "nothing relevant found"')
+
+    @classmethod
+    def of(cls, stored: dict[str, Any] | None, knowledge: KnowledgeSettings) -> "DraftOut":
+        if stored is None:
+            return cls(status="drafting", text="", citations=[], reason="")
+        draft = Draft.from_json(stored)
+        return cls(
+            status=draft.status,
+            text=draft.text,
+            citations=[CitationOut.of(c, knowledge) for c in draft.citations],
+            reason=draft.reason,
+        )
+
+
 class HandoffOut(BaseModel):
     id: int
     status: Literal["open", "claimed", "resolved"]
@@ -88,9 +112,10 @@ class HandoffOut(BaseModel):
     resolved_by: str | None
     resolved_at: UtcDatetime | None
     card: CardOut
+    draft: DraftOut = Field(description="the bot's drafted reply to the open question")
 
     @classmethod
-    def of(cls, handoff: Handoff) -> "HandoffOut":
+    def of(cls, handoff: Handoff, knowledge: KnowledgeSettings) -> "HandoffOut":
         card = CardOut.model_validate(HandoffCard.from_json(handoff.card), from_attributes=True)
         return cls(
             id=handoff.id,
@@ -103,6 +128,7 @@ class HandoffOut(BaseModel):
             resolved_by=handoff.resolved_by,
             resolved_at=handoff.resolved_at,
             card=card,
+            draft=DraftOut.of(handoff.draft, knowledge),
         )
 
 
@@ -111,6 +137,9 @@ class StaffReplyIn(BaseModel):
         min_length=1,
         max_length=8192,
         description="sent under your name; longer than one Telegram message, it goes as several",
+    )
+    from_draft: bool = Field(
+        False, description="the text is the card's draft (maybe edited): the draft is `sent`"
     )
 
     @field_validator("text")
@@ -148,6 +177,7 @@ ReachableId = Annotated[int, Depends(reachable)]
 async def list_handoffs(
     handoffs: Handoffs,
     caller: StaffOnly,
+    settings: SettingsDep,
     state: Annotated[
         Literal["active", "open", "claimed", "resolved"],
         Query(alias="status", description="active: open and claimed"),
@@ -157,24 +187,27 @@ async def list_handoffs(
     chats."""
     statuses = ACTIVE if state == "active" else (state,)
     queue = await handoffs.queue(statuses)
-    return [HandoffOut.of(h) for h in queue if not caller.may_read(_conversation_key(h))]
+    knowledge = settings.knowledge
+    return [HandoffOut.of(h, knowledge) for h in queue if not caller.may_read(_conversation_key(h))]
 
 
 @router.get("/{handoff_id}", responses=documented(401, 403, 404, 422, 503))
-async def get_handoff(handoff_id: ReachableId, handoffs: Handoffs) -> HandoffOut:
-    return HandoffOut.of(found(await handoffs.get(handoff_id), handoff_id))
+async def get_handoff(
+    handoff_id: ReachableId, handoffs: Handoffs, settings: SettingsDep
+) -> HandoffOut:
+    return HandoffOut.of(found(await handoffs.get(handoff_id), handoff_id), settings.knowledge)
 
 
 @router.post("/{handoff_id}/claim", responses=documented(401, 403, 404, 422, 503) | CONFLICT)
 async def claim_handoff(
-    handoff_id: ReachableId, handoffs: Handoffs, caller: StaffOnly
+    handoff_id: ReachableId, handoffs: Handoffs, caller: StaffOnly, settings: SettingsDep
 ) -> HandoffOut:
     """Take the conversation over: the first claim wins, a later one gets 409."""
     try:
         claimed = await handoffs.claim(handoff_id, caller.name or "staff")
     except HandoffConflict as lost:
         raise HTTPException(status.HTTP_409_CONFLICT, str(lost)) from lost
-    return HandoffOut.of(found(claimed, handoff_id))
+    return HandoffOut.of(found(claimed, handoff_id), settings.knowledge)
 
 
 @router.post(
@@ -188,7 +221,9 @@ async def reply_to_client(
     """Reply in the client's chat under your name (a claimed handoff of yours); stored in
     the transcript as a `staff` message."""
     try:
-        message = await handoffs.reply(handoff_id, caller.name or "staff", body.text)
+        message = await handoffs.reply(
+            handoff_id, caller.name or "staff", body.text, from_draft=body.from_draft
+        )
     except HandoffConflict as refused:
         raise HTTPException(status.HTTP_409_CONFLICT, str(refused)) from refused
     except Undelivered as error:
@@ -200,14 +235,23 @@ async def reply_to_client(
 
 @router.post("/{handoff_id}/resolve", responses=documented(401, 403, 404, 422, 503) | CONFLICT)
 async def resolve_handoff(
-    handoff_id: ReachableId, handoffs: Handoffs, caller: StaffOnly
+    handoff_id: ReachableId, handoffs: Handoffs, caller: StaffOnly, settings: SettingsDep
 ) -> HandoffOut:
     """Close the handoff; the bot answers the conversation again."""
     try:
         resolved = await handoffs.resolve(handoff_id, caller.name or "staff")
     except HandoffConflict as refused:
         raise HTTPException(status.HTTP_409_CONFLICT, str(refused)) from refused
-    return HandoffOut.of(found(resolved, handoff_id))
+    return HandoffOut.of(found(resolved, handoff_id), settings.knowledge)
+
+
+@router.post("/{handoff_id}/draft/dismiss", responses=documented(401, 403, 404, 422, 503))
+async def dismiss_draft(
+    handoff_id: ReachableId, handoffs: Handoffs, settings: SettingsDep
+) -> HandoffOut:
+    """Set the drafted reply aside; nothing reaches the client's chat."""
+    dismissed = await handoffs.dismiss_draft(handoff_id)
+    return HandoffOut.of(found(dismissed, handoff_id), settings.knowledge)
 
 
 @asynccontextmanager

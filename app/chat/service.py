@@ -65,6 +65,8 @@ class ChatService:
         )
         self._running: set[asyncio.Task[None]] = set()
         self.handoffs = handoffs
+        if handoffs is not None:  # the cards' drafted replies come from the same agents
+            handoffs.drafter = agent_for_profile
 
     def validate(self, request: TurnRequest) -> None:
         text = request.text.strip()
@@ -134,6 +136,11 @@ class ChatService:
                 await self.close_orphaned_turns()
             except SQLAlchemyError as error:  # the database is down: the next sweep tries
                 log.warning("could not close turns left running: %s", error)
+
+    async def settled(self) -> None:
+        """Wait for the turns still running, and what follows them (a handoff's draft and
+        card), to end."""
+        await asyncio.gather(*self._running, return_exceptions=True)
 
     async def aclose(self) -> None:
         """Stop the turns still running: each ends `interrupted`, its message kept."""

@@ -232,6 +232,8 @@ class Handoff(Base):
     reason: Mapped[str] = mapped_column(String(32))  # asked | model | not_found | thumbs_down
     requested_by: Mapped[str | None] = mapped_column(String(255))
     card: Mapped[dict[str, Any]] = mapped_column(JSON)  # app/handoff/card.py: HandoffCard
+    # The bot's drafted reply (app/handoff/draft.py: Draft); NULL while it is being drafted.
+    draft: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     opened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     claimed_by: Mapped[str | None] = mapped_column(String(255))
     claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

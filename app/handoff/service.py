@@ -20,27 +20,41 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agent.memory.recall import ConversationArchive
 from app.agent.memory.summarizer import build_summary_model
 from app.agent.models import OFFLINE
 from app.chat.outcome import BOT_ANSWERED
 from app.chat.routing import BOT, FollowUp, Route, Taken
 from app.chat.store import BegunTurn, HeldConversation, TurnStore
+from app.chat.turn import AgentForProfile
 from app.chat.types import TurnReply, TurnRequest
 from app.db import queries
 from app.db.models import Conversation, Handoff, LLMCall, Message, Turn
 from app.decisions.decider import Decision, MessageDecider, decider_for
 from app.handoff import metrics, store
 from app.handoff.card import HandoffCard, build_card, summarize_for_card
+from app.handoff.draft import (
+    DRAFTING_OFF,
+    FAILED,
+    INTERRUPTED,
+    NO_QUESTION,
+    Draft,
+    draft_input,
+    make_draft,
+    no_draft,
+    open_question_of,
+)
 from app.handoff.hours import has_office_hours, next_shift_start
 from app.handoff.notices import bot_back_notice, resumed_notice, takeover_notice
 from app.handoff.store import HandoffConflict
 from app.observability.calls import UsageCollector
+from app.observability.redact import configured_secrets, redact_secrets
 from app.observability.tracing import Tracer
 from app.settings import Settings
 from knowledge.tokens import count_tokens
@@ -64,9 +78,21 @@ class Messenger(Protocol):
         when sending failed."""
         ...
 
-    async def card_opened(self, handoff_id: int, card: HandoffCard) -> None:
-        """Show staff a new handoff (the staff chat), with a way to claim it."""
+    async def card_opened(self, handoff_id: int, card: HandoffCard, draft: Draft) -> None:
+        """Show staff a new handoff (the staff chat) with its drafted reply, and a way to
+        claim it."""
         ...
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A handoff just opened, with what its draft starts from: the turn that opened it and
+    the agent's input up to the open question (None: there is no question to draft for)."""
+
+    handoff: Handoff
+    conversation: Conversation
+    turn: int
+    draft_input: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -105,6 +131,9 @@ class HandoffService:
         self._now = now
         self._decider = decider
         self.messenger: Messenger | None = None  # set by the Telegram adapter, if any
+        # The agents that draft replies for the cards: the chat's own (set by ChatService).
+        self.drafter: AgentForProfile | None = None
+        self._secrets = configured_secrets(settings)
 
     @property
     def decider(self) -> MessageDecider:
@@ -298,7 +327,7 @@ class HandoffService:
             notice = self._takeover_notice(self._language(said or ""), conversation.channel)
             await self._add_message(held, conversation, "assistant", None, notice)
         await self._announce(opened, conversation.audience)
-        await self._notify(opened, conversation, notice)
+        await self._notify(opened.handoff, conversation, notice)
 
     # -- what staff do ---------------------------------------------------------------------
 
@@ -323,9 +352,12 @@ class HandoffService:
             metrics.CLAIM_SECONDS.observe(waited.total_seconds())
         return handoff
 
-    async def reply(self, handoff_id: int, staff: str, text: str) -> Message | None:
+    async def reply(
+        self, handoff_id: int, staff: str, text: str, *, from_draft: bool = False
+    ) -> Message | None:
         """Store `staff`'s reply in the transcript (a `staff` message, which the model sees
-        later) and deliver it to the client's chat. Needs the handoff claimed by `staff`."""
+        later) and deliver it to the client's chat. Needs the handoff claimed by `staff`.
+        `from_draft`: the reply is the card's draft (maybe edited), which is then `sent`."""
         handoff = await self.get(handoff_id)
         if handoff is None:
             return None
@@ -334,8 +366,19 @@ class HandoffService:
         conversation = await self._conversation(handoff)
         async with self._turns.hold(conversation.key) as held:
             message = await self._add_message(held, conversation, "staff", staff, text)
+            if from_draft:
+                async with held.sessions() as session:
+                    await store.settle_draft(session, handoff_id, "sent")
+                    await session.commit()
         await self._deliver(handoff, conversation, staff, text)
         return message
+
+    async def dismiss_draft(self, handoff_id: int) -> Handoff | None:
+        """Set the card's draft aside: nothing reaches the client's chat."""
+        async with self._turns.sessions() as session:
+            handoff = await store.settle_draft(session, handoff_id, "dismissed")
+            await session.commit()
+        return handoff
 
     async def resolve(self, handoff_id: int, staff: str) -> Handoff | None:
         """Close the handoff: the bot answers again, and the client is told so."""
@@ -391,11 +434,12 @@ class HandoffService:
         reason: str,
         asker: tuple[str | None, str | None],
         how_sure: str,
-    ) -> Handoff | None:
+    ) -> Opened | None:
         """Build the card (one summary-model call, stored as a `handoff` LLM call) and add
         the open handoff, the `asker`'s (their person, None for the whole conversation's,
         and their name); None when one holds them already. `how_sure`: how the decision
-        was made, for the card."""
+        was made, for the card. Its draft is made later (`_announce`), from the context
+        read here."""
         person, requested_by = store.person_of(asker[0]), asker[1]
         async with held.sessions() as session:
             if await store.holding(session, conversation.key, [person]):
@@ -435,19 +479,71 @@ class HandoffService:
                 for call in collector.records
             )
             await session.commit()
-        return handoff
+        question = open_question_of(card.open_question, shown)
+        working = (
+            draft_input(summary.text if summary else None, shown, question)
+            if question is not None
+            else None
+        )
+        return Opened(handoff, conversation, turn, working)
 
-    async def _announce(self, handoff: Handoff, audience: str) -> None:
-        """Count the new handoff and show it to staff (a failure there is logged: the
-        handoff is in the widget's queue anyway)."""
+    async def _announce(self, opened: Opened, audience: str) -> None:
+        """Count the new handoff, draft its reply and show both to staff (a failure there
+        is logged: the handoff is in the widget's queue anyway). It runs after the client
+        got the takeover notice, so the draft never delays the handoff itself."""
+        handoff = opened.handoff
         if self._settings.observability.metrics_enabled:
             metrics.OPENED.labels(reason=handoff.reason, audience=audience).inc()
+        draft = await self._draft(opened)
         if self.messenger is None:
             return
         try:
-            await self.messenger.card_opened(handoff.id, HandoffCard.from_json(handoff.card))
+            card = HandoffCard.from_json(handoff.card)
+            await self.messenger.card_opened(handoff.id, card, draft)
         except Exception as error:
             log.error("the card of handoff %s was not posted to staff: %s", handoff.id, error)
+
+    async def _draft(self, opened: Opened) -> Draft:
+        """The handoff's drafted reply, stored with it (its calls as `draft` LLM calls); a
+        draft that fails or takes too long is "no draft", the reason logged; one a
+        shutdown stops is "no draft" too, rather than left drafting."""
+        handoff, conversation = opened.handoff, opened.conversation
+        collector = UsageCollector(conversation.profile, self._settings.observability)
+        timeout = self._settings.handoff.draft_timeout_seconds
+        try:
+            if opened.draft_input is None:
+                draft = no_draft(NO_QUESTION)
+            elif self.drafter is None or not timeout:
+                draft = no_draft(DRAFTING_OFF)
+            else:
+                archive = ConversationArchive(self._turns.reads, conversation.id)
+                limit = 10 * self._settings.llm.max_agent_steps
+                async with asyncio.timeout(timeout):
+                    draft = await make_draft(
+                        self.drafter, conversation, archive, opened.draft_input, collector, limit
+                    )
+        except asyncio.CancelledError:
+            await self._keep_draft(opened, no_draft(INTERRUPTED), collector)
+            raise
+        except Exception as error:
+            described = redact_secrets(f"{type(error).__name__}: {error}", self._secrets)
+            log.error("the reply to handoff %s was not drafted: %s", handoff.id, described)
+            draft = no_draft(FAILED)
+        await self._keep_draft(opened, draft, collector)
+        return draft
+
+    async def _keep_draft(self, opened: Opened, draft: Draft, collector: UsageCollector) -> None:
+        conversation = opened.conversation
+        try:
+            async with self._turns.sessions() as session:
+                await store.set_draft(session, opened.handoff.id, draft.to_json())
+                session.add_all(
+                    LLMCall(conversation_id=conversation.id, turn=opened.turn, **call.columns())
+                    for call in collector.records
+                )
+                await session.commit()
+        except Exception as error:
+            log.error("the draft of handoff %s was not stored: %s", opened.handoff.id, error)
 
     async def _deliver(
         self, handoff: Handoff, conversation: Conversation, author: str | None, text: str

@@ -8,7 +8,7 @@ of person "" is the whole conversation's (a direct chat, HTTP), and holds everyo
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.chat.outcome import BOT_ANSWERED
 from app.chat.types import TurnRequest
 from app.db.models import Conversation, Feedback, Handoff, Turn
+from app.handoff.draft import Draft, DraftStatus
 
 HandoffStatus = Literal["open", "claimed", "resolved"]
 ACTIVE: tuple[HandoffStatus, ...] = ("open", "claimed")
@@ -237,3 +238,30 @@ def _why_not(handoff: Handoff, change: str) -> str:
     if handoff.status == "resolved":
         return f"handoff {handoff.id} is resolved already (by {handoff.resolved_by})"
     return f"handoff {handoff.id} is claimed by {handoff.claimed_by}: it cannot be {change}"
+
+
+async def set_draft(session: AsyncSession, handoff_id: int, draft: dict[str, Any]) -> None:
+    await session.execute(
+        update(Handoff)
+        .where(Handoff.id == handoff_id)
+        .values(draft=draft)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def settle_draft(
+    session: AsyncSession, handoff_id: int, status: DraftStatus
+) -> Handoff | None:
+    """Mark the handoff's draft `sent` or `dismissed`; a handoff whose draft is still being
+    made, or holds no reply, or was settled already, stays as it is."""
+    handoff = await _fresh(session, handoff_id)
+    if handoff is None or handoff.draft is None or handoff.draft.get("status") != "drafted":
+        return handoff
+    settled = Draft.from_json(handoff.draft).settled(status).to_json()
+    await session.execute(
+        update(Handoff)
+        .where(Handoff.id == handoff_id)
+        .values(draft=settled)
+        .execution_options(synchronize_session=False)
+    )
+    return await _fresh(session, handoff_id)

@@ -40,6 +40,12 @@ class HandoffSettings(BaseModel):
     transcript_base_url: str = Field(
         "", description="prefix of the transcript link on a card, e.g. https://support.example.com"
     )
+    draft_timeout_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="how long the bot may take to draft a reply for the card (the staff "
+        "chat's card waits for it); past it, or on 0, the card says there is no draft",
+    )
 
     _http_addresses = field_validator("transcript_base_url")(web_address)
 

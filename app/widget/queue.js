@@ -6,6 +6,7 @@
   "use strict";
   var staff = window.SupportbotStaff, api = staff.api, el = staff.el;  // staff.js
   var memory = window.SupportbotMemory;  // memory.js
+  var drafts = window.SupportbotDrafts;  // drafts.js
   var REFRESH_MS = 10000;
   var $ = function (id) { return document.getElementById(id); };
   var list = $("hq-list"), errors = $("hq-error");
@@ -108,6 +109,7 @@
     field(dl, "Pages cited", c.pages);
     field(dl, "Open question", c.open_question);
     article.appendChild(dl);
+    article.appendChild(drafts.box(h, me, errors, refresh));
     var actions = el("div", null, "hq-actions");
     var box = el("div", null, "hq-transcript");
     box.id = "hq-transcript-" + h.id;

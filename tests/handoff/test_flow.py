@@ -48,8 +48,14 @@ async def test_asked_for_a_person_staff_take_over_and_hand_back(
         purposes = (await connection.scalars(select(LLMCall.purpose))).all()
     assert purposes.count("handoff") == 1  # the card's one summary call, costed
 
+    await chat.settled()  # the draft, made after the client was told
+    drafted = await handoffs.get(handoff.id)
+    assert drafted is not None and drafted.draft is not None
+    assert drafted.draft["status"] == "drafted"
+    assert len(model.calls) == calls_before + 2  # the draft's search and its answer
+
     quiet = await chat.handle_turn(said("Hello? Anyone there?"))
-    assert quiet.text == "" and len(model.calls) == calls_before
+    assert quiet.text == "" and len(model.calls) == calls_before + 2
     assert (quiet.outcome, quiet.handoff) == ("quiet", "open")
 
     assert (await handoffs.claim(handoff.id, "alice")).status == "claimed"  # type: ignore[union-attr]

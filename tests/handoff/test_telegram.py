@@ -19,6 +19,7 @@ from app.chat.store import TurnStore
 from app.db import migrate
 from app.db.engine import make_async_engine, make_session_factory
 from app.handoff.card import HandoffCard
+from app.handoff.draft import NOTHING_FOUND, no_draft
 from app.handoff.service import HandoffService, Undelivered
 from app.observability.metrics import REGISTRY
 from app.runtime import agent_factory
@@ -342,13 +343,14 @@ async def test_a_long_card_is_posted_in_parts_claim_under_the_last_after_a_5xx(
     )
     bot_api.fail_sends(1, 502)  # the first part is refused once, then resent
     async with Bot(TOKEN, base_url=f"{bot_api.url}/bot") as bot:
-        await TelegramMessenger(bot, handoff_settings, sessions).card_opened(7, card)
+        draft = no_draft(NOTHING_FOUND)
+        await TelegramMessenger(bot, handoff_settings, sessions).card_opened(7, card, draft)
 
     parts = in_chat(bot_api, STAFF_CHAT)
     assert len(parts) >= 2
     assert len(bot_api.sent()) == len(parts) + 1  # each part arrived once
     assert all(utf16_len(part) <= 4096 for part in parts)
-    assert "\n".join(parts) == card.as_text()
+    assert "\n".join(parts) == f"{card.as_text()}\nDraft: no draft: nothing relevant found"
     *first, last = bot_api.delivered
     assert all("reply_markup" not in message for message in first)
     (button,) = last["reply_markup"]["inline_keyboard"][0]
@@ -484,3 +486,38 @@ async def test_in_a_group_the_member_whose_questions_found_nothing_is_handed_ove
         ("Bob", "partial payment?"),
     ]
     assert len(bot_api.delivered) == 7
+
+
+async def test_the_staff_chat_sees_the_draft_and_the_sent_draft_reaches_the_group(
+    bot_api: FakeBotApi,
+    handoff_settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    api: TestClient,
+) -> None:
+    async with polling_bot(handoff_settings, service, sessions):
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot how do I create an invoice?"))
+        await bot_api.wait_for_messages(1)
+        bot_api.push(bot_api.message(GROUP, ANN, "@SupportBot can I talk to a human?"))
+        await bot_api.wait_for_messages(3)  # the notice in the group, the card once drafted
+
+        (card_text,) = in_chat(bot_api, STAFF_CHAT)
+        assert "\nDraft reply: " in card_text and "Sales → Invoices → New invoice" in card_text
+        assert "Draft sources: Creating an invoice (en/create-invoice.md)" in card_text
+        # The group got the answer and the notice: no draft reaches it unsent.
+        assert len(in_chat(bot_api, GROUP)) == 2
+        (handoff,) = (await call(api, "get", "/v1/handoffs", headers=STAFF)).json()
+        path = f"/v1/handoffs/{handoff['id']}"
+        assert (await call(api, "post", f"{path}/claim", headers=STAFF)).status_code == 200
+        edited = f"Hi Ann, Alice here. {handoff['draft']['text']}"
+        sent = await call(
+            api,
+            "post",
+            f"{path}/messages",
+            headers=STAFF,
+            json={"text": edited, "from_draft": True},
+        )
+        assert sent.status_code == 201
+        await bot_api.wait_for_messages(4)
+        assert in_chat(bot_api, GROUP)[-1] == f"alice (support team):\n{edited}"
+    assert await stored_staff_messages(service) == [edited]
