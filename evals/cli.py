@@ -725,7 +725,7 @@ def loop(
     table = Table(
         *("language", "gap day 1", "day 2: again", "reworded", "other language"),
         *("resolution rate (Insights) day 1 → 2", "day-2 replies citing a saved answer"),
-        *("controls citing a saved answer", "answerable controls unchanged"),
+        *("controls citing a saved answer (days 1, 2)", "answerable controls unchanged"),
         title=f"the loop on {planned.corpus} ({path.name}): gap questions resolved",
     )
     for f in loop_figures(result):
@@ -733,8 +733,8 @@ def loop(
             f.language,
             *(resolved(pair) for pair in (f.day1, f.again, f.reworded, f.other_language)),
             f"{_percent(f.resolution_before)} → {_percent(f.resolution_after)}",
-            f"{f.day2_citing_saved} of {f.day2_replies}",
-            f"{f.controls_citing_saved} of {f.controls}",
+            f"{f.day2_quoting_saved} + {f.day2_offering_saved} offered of {f.day2_replies}",
+            f"{f.controls_quoting_saved} + {f.controls_offering_saved} offered of {f.controls}",
             resolved(f.answerable_unchanged),
         )
     Console(width=max(console.width, LOOP_WIDTH)).print(table)
@@ -742,13 +742,13 @@ def loop(
     console.print(
         f"the team: {sum(s.added for s in answered)} answers saved from "
         f"{len(answered)} of {len(result.insights[1].groups)} gap report groups (the others "
-        f"on no gap topic); {sum(len(s.left_out) for s in answered)} questions left out of "
-        "the forms (on no topic answered)",
+        f"on no gap topic); questions left out of the forms (on no topic answered): "
+        f"{sum(len(s.left_out) for s in answered)}",
         soft_wrap=True,
     )
     for row in mistakes(result):
         console.print(
-            f"cites a saved answer without its fact: {row.asked.kind} "
+            f"cites a saved answer it should not: {row.asked.kind} "
             f"{row.asked.question.language} {row.asked.question.text!r} → {row.scored.outcome}, "
             f"{', '.join(row.scored.cited)}",
             soft_wrap=True,

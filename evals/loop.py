@@ -147,7 +147,13 @@ class Served:
 
     @property
     def cites_team_answer(self) -> bool:
+        """A saved answer is among the reply's citations: quoted, or offered as possibly
+        related by an unsure reply (outcome `not_found`)."""
         return any(is_team_answer(source) for source in self.scored.cited)
+
+    @property
+    def quotes_team_answer(self) -> bool:
+        return self.cites_team_answer and self.scored.outcome != "not_found"
 
     @property
     def resolved(self) -> bool:
@@ -304,9 +310,11 @@ class LoopFigures:
     other_language: tuple[int, int]
     resolution_before: float | None
     resolution_after: float | None
-    day2_citing_saved: int  # day-2 replies citing a saved answer
+    day2_quoting_saved: int  # day-2 replies quoting a saved answer
+    day2_offering_saved: int  # … offering one as possibly related, unsure
     day2_replies: int
-    controls_citing_saved: int  # day 1 and day 2; must be 0
+    controls_quoting_saved: int  # day 1 and day 2; must be 0
+    controls_offering_saved: int
     controls: int
     answerable_unchanged: tuple[int, int]
 
@@ -345,9 +353,15 @@ def loop_figures(run: LoopRun) -> list[LoopFigures]:
                 other_language=_resolved(day2, "other_language"),
                 resolution_before=run.insights[1].resolution.get(language),
                 resolution_after=run.insights[2].resolution.get(language),
-                day2_citing_saved=sum(row.cites_team_answer for row in day2),
+                day2_quoting_saved=sum(row.quotes_team_answer for row in day2),
+                day2_offering_saved=sum(
+                    row.cites_team_answer and not row.quotes_team_answer for row in day2
+                ),
                 day2_replies=len(day2),
-                controls_citing_saved=sum(row.cites_team_answer for row in controls),
+                controls_quoting_saved=sum(row.quotes_team_answer for row in controls),
+                controls_offering_saved=sum(
+                    row.cites_team_answer and not row.quotes_team_answer for row in controls
+                ),
                 controls=len(controls),
                 answerable_unchanged=(unchanged, len(answerable)),
             )
@@ -356,11 +370,12 @@ def loop_figures(run: LoopRun) -> list[LoopFigures]:
 
 
 def mistakes(run: LoopRun) -> list[Served]:
-    """Replies citing a saved answer they should not: a control's, or a gap question's
-    without its topic's fact (another topic's answer, or its own not quoted)."""
+    """Replies citing a saved answer they should not: a control's, quoted or offered, and a
+    gap question's quoting one without its topic's fact (another topic's answer)."""
     return [
         row
         for rows in run.days.values()
         for row in rows
-        if row.cites_team_answer and not row.resolved
+        if (row.asked.kind != "gap" and row.cites_team_answer)
+        or (row.quotes_team_answer and not row.resolved)
     ]

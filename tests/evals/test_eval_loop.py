@@ -5,6 +5,7 @@ control cites no saved answer."""
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 from typer.testing import CliRunner
@@ -15,7 +16,7 @@ from evals.own_docs import Question, ScoredQuestion
 
 STRIPE = "Payouts are imported every night at 2 AM"
 API = "up to 600 requests a minute"
-TINY_WEEK = {
+TINY_WEEK: dict[str, Any] = {
     "corpus": "sample",
     "gaps": [
         {
@@ -33,8 +34,7 @@ TINY_WEEK = {
         {
             "topic": "api",
             "language": "en",
-            "answer": "Yes: create a key under **Settings → API keys**; the REST API takes "
-            f"{API}.",
+            "answer": f"Yes: create a key under **Settings → API keys**; the REST API takes {API}.",
             "fact": API,
             "day1": [
                 {"text": "Do you have a public API?", "language": "en"},
@@ -88,7 +88,9 @@ def test_saved_answers_resolve_on_day_2_what_day_1_did_not(tmp_path: Path) -> No
     row = next(line for line in result.output.splitlines() if line.strip("│┃ ").startswith("all"))
     cells = [cell.strip() for cell in row.strip("│┃ ").split("│")]
     assert cells[1:3] == ["0/4", "4/4"]
-    assert cells[7:9] == ["0 of 2", "1/1"]  # no control cites a saved answer, unchanged
+    # The control cites no saved answer, quoted or offered, and is answered as on day 1.
+    assert cells[7:9] == ["0 + 0 offered of 2", "1/1"]
+    assert "it should not" not in result.output
 
 
 def test_a_reply_is_resolved_only_with_the_fact_and_a_team_citation(tmp_path: Path) -> None:
@@ -97,13 +99,15 @@ def test_a_reply_is_resolved_only_with_the_fact_and_a_team_citation(tmp_path: Pa
     topic: GapTopic = load_week(week).gaps[0]
     question = Question("Does Ledgerly connect to Stripe?", "en")
 
-    def served(reply: str, cited: tuple[str, ...]) -> Served:
-        scored = ScoredQuestion(question, "answered", "answered", reply, cited)
+    def served(reply: str, cited: tuple[str, ...], outcome: str = "answered") -> Served:
+        scored = ScoredQuestion(question, "answered", outcome, reply, cited)
         return Served(Asked(question, "gap", topic, "again"), scored)
 
     assert served(f"Yes. **{STRIPE}**.", ("answers/1",)).resolved
     assert not served(f"{STRIPE}.", ("en/bank-import.md",)).resolved  # not the team's
     assert not served("Settings → Integrations.", ("answers/1",)).resolved  # no fact
+    unsure = served("I am not sure the documentation answers this.", ("answers/1",), "not_found")
+    assert unsure.cites_team_answer and not unsure.quotes_team_answer and not unsure.resolved
 
 
 def test_day_two_asks_the_day_one_questions_again_and_tells_the_new_wordings_apart(
