@@ -34,13 +34,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.answers.service import AnswerDraft, AnswerService
 from app.insights.gaps import GapGroup, reporter_for
 from app.insights.outcomes import outcome_report
 from app.settings import Settings
-from evals.own_docs import Answer, Question, ScoredQuestion, ask, folded, scratch_runtime
+from evals.own_docs import Question, ScoredQuestion, ask, folded, question_of, scratch_runtime
 from knowledge.team_answers import is_team_answer
 from knowledge.yaml_files import read_yaml
 
@@ -83,18 +83,8 @@ class Asked:
     wording: str = ""
 
 
-def _questions(items: Iterable[dict]) -> tuple[Question, ...]:
-    return tuple(
-        Question(
-            item["text"],
-            item.get("language", "en"),
-            tuple(
-                Answer(entry["page"], tuple(entry["facts"]), entry.get("section", ""))
-                for entry in item.get("answers") or []
-            ),
-        )
-        for item in items
-    )
+def _questions(items: Iterable[dict[str, Any]]) -> tuple[Question, ...]:
+    return tuple(question_of(item) for item in items)
 
 
 def load_week(path: Path) -> Week:
@@ -229,7 +219,7 @@ async def answer_gaps(
     """The team going down the gap report (its first `top` groups; None: all of them) and
     answering each group on a gap topic, as the module docstring says."""
     topic_of = {q.text: topic for topic in week.gaps for q in (*topic.day1, *topic.day2)}
-    answered: dict[str, int] = {}  # topic name: answer id
+    answered: dict[str, tuple[int, list[str]]] = {}  # topic name: answer id, its wordings
     saved = []
     for group in groups[:top]:
         questions = [turn.question for turn in group.examples]
@@ -242,14 +232,14 @@ async def answer_gaps(
         own = [q for q in questions if q in topic_of and topic_of[q] is topic]
         left_out = tuple(q for q in questions if q not in own)
         if name in answered:
-            row = await service.get(answered[name])
-            assert row is not None  # saved above, nothing deletes it
-            await service.update(row.id, {"variants": [*row.variants, *own]})
-            saved.append(Saved(group.name, name, row.id, tuple(own), left_out, False))
+            answer_id, wordings = answered[name]
+            wordings += own
+            await service.update(answer_id, {"variants": wordings})
+            saved.append(Saved(group.name, name, answer_id, tuple(own), left_out, False))
             continue
         draft = AnswerDraft(own[0], topic.answer, own[1:], (topic.language,), author="loop")
         row = await service.create(draft)
-        answered[name] = row.id
+        answered[name] = (row.id, own[1:])
         saved.append(Saved(group.name, name, row.id, tuple(own), left_out, True))
     return saved
 

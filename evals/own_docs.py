@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.chat.types import TurnReply, TurnRequest
 from app.db import migrate
@@ -76,18 +76,24 @@ class Question:
         return {answer.page for answer in self.answers}
 
 
+def question_of(item: dict[str, Any]) -> Question:
+    """A question as a question-set file writes it: text, language, answers."""
+    answers = tuple(
+        Answer(entry["page"], tuple(entry["facts"]), entry.get("section", ""))
+        for entry in item.get("answers") or []
+    )
+    return Question(item["text"], item.get("language", "en"), answers)
+
+
 def load_question_set(path: Path) -> tuple[str, list[Question]]:
     """The corpus name and the questions of a question-set file (evals/answers/)."""
     data = read_yaml(path)
     questions = []
     for item in data.get("questions") or []:
-        answers = tuple(
-            Answer(entry["page"], tuple(entry["facts"]), entry.get("section", ""))
-            for entry in item.get("answers") or []
-        )
-        if item.get("docs") == "answerable" and not answers:
+        question = question_of(item)
+        if item.get("docs") == "answerable" and not question.answerable:
             raise ValueError(f"{path}: answerable question without answers: {item['text']!r}")
-        questions.append(Question(item["text"], item.get("language", "en"), answers))
+        questions.append(question)
     return str(data.get("corpus") or path.stem), questions
 
 
