@@ -667,3 +667,108 @@ def _print_decisions(
         f"relevance ({settings.knowledge.embedder}) {relevance.default}{per_language}"
         f"{scope}"
     )
+
+
+LOOP_WIDTH = 170  # the loop's table, unwrapped, also when piped to a file
+
+
+@app.command()
+def loop(
+    week: Annotated[
+        Path | None,
+        typer.Option(help="the week's questions and staff answers (default: evals/loop/week.yaml)"),
+    ] = None,
+    kb: Annotated[
+        Path | None,
+        typer.Option(help="the documentation folder (default: the sample knowledge base)"),
+    ] = None,
+    top: Annotated[
+        int | None,
+        typer.Option(min=1, help="the team answers the gap report's first N groups (default: all)"),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="write every reply and what the team saved to this JSON")
+    ] = None,
+) -> None:
+    """Day 1 of client questions, the team answering the knowledge-gap report, day 2: how
+    many questions the saved answers resolve, and that nothing else cites them, over a fresh
+    database and store; see evals/loop.py."""
+    from tempfile import TemporaryDirectory
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.settings import get_settings
+    from evals.loop import WEEK, day_questions, load_week, loop_figures, mistakes, run_loop
+
+    settings = get_settings()
+    path = week or WEEK
+    folder = (kb or settings.knowledge.sample_path).resolve()
+    planned = load_week(path)
+    console = Console()
+    with _progress(console) as bar, TemporaryDirectory(prefix="supportbot-loop-") as store:
+        task = bar.add_task(f"indexing {folder.name}", total=None)
+        total = sum(len(day_questions(planned, day)) for day in (1, 2))
+        playing = bar.add_task(f"asking {total} questions over two days", total=total)
+        result = run_loop(
+            settings,
+            folder,
+            planned,
+            store=Path(store),
+            collection=f"loop-{planned.corpus}",
+            top=top,
+            on_ingested=lambda: bar.update(task, visible=False),
+            on_question=partial(bar.advance, playing),
+        )
+
+    def resolved(pair: tuple[int, int]) -> str:
+        return f"{pair[0]}/{pair[1]}" if pair[1] else "—"
+
+    table = Table(
+        *("language", "gap day 1", "day 2: again", "reworded", "other language"),
+        *("resolution rate (Insights) day 1 → 2", "day-2 replies citing a saved answer"),
+        *("controls citing a saved answer (days 1, 2)", "answerable controls unchanged"),
+        title=f"the loop on {planned.corpus} ({path.name}): gap questions resolved",
+    )
+    for f in loop_figures(result):
+        table.add_row(
+            f.language,
+            *(resolved(pair) for pair in (f.day1, f.again, f.reworded, f.other_language)),
+            f"{_percent(f.resolution_before)} → {_percent(f.resolution_after)}",
+            f"{f.day2_quoting_saved} + {f.day2_offering_saved} offered of {f.day2_replies}",
+            f"{f.controls_quoting_saved} + {f.controls_offering_saved} offered of {f.controls}",
+            resolved(f.answerable_unchanged),
+        )
+    Console(width=max(console.width, LOOP_WIDTH)).print(table)
+    answered = [s for s in result.saved if s.topic]
+    console.print(
+        f"the team: {sum(s.added for s in answered)} answers saved from "
+        f"{len(answered)} of {len(result.insights[1].groups)} gap report groups (the others "
+        f"on no gap topic); questions left out of the forms (on no topic answered): "
+        f"{sum(len(s.left_out) for s in answered)}",
+        soft_wrap=True,
+    )
+    for row in mistakes(result):
+        console.print(
+            f"cites a saved answer it should not: {row.asked.kind} "
+            f"{row.asked.question.language} {row.asked.question.text!r} → {row.scored.outcome}, "
+            f"{', '.join(row.scored.cited)}",
+            soft_wrap=True,
+        )
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        dumped = {
+            "saved": [asdict(s) for s in result.saved],
+            "replies": [
+                {"day": day, "kind": row.asked.kind, "wording": row.asked.wording,
+                 "topic": row.asked.topic.name if row.asked.topic else None,
+                 "text": row.asked.question.text,
+                 "language": row.asked.question.language, "resolved": row.resolved,
+                 "outcome": row.scored.outcome, "verdict": row.scored.verdict,
+                 "cited": row.scored.cited, "reply": row.scored.reply}
+                for day, rows in result.days.items()
+                for row in rows
+            ],
+        }  # fmt: skip
+        out.write_text(json.dumps(dumped, indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"wrote {out}")

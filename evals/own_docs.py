@@ -22,11 +22,12 @@ import asyncio
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.chat.types import TurnReply, TurnRequest
 from app.db import migrate
@@ -75,18 +76,24 @@ class Question:
         return {answer.page for answer in self.answers}
 
 
+def question_of(item: dict[str, Any]) -> Question:
+    """A question as a question-set file writes it: text, language, answers."""
+    answers = tuple(
+        Answer(entry["page"], tuple(entry["facts"]), entry.get("section", ""))
+        for entry in item.get("answers") or []
+    )
+    return Question(item["text"], item.get("language", "en"), answers)
+
+
 def load_question_set(path: Path) -> tuple[str, list[Question]]:
     """The corpus name and the questions of a question-set file (evals/answers/)."""
     data = read_yaml(path)
     questions = []
     for item in data.get("questions") or []:
-        answers = tuple(
-            Answer(entry["page"], tuple(entry["facts"]), entry.get("section", ""))
-            for entry in item.get("answers") or []
-        )
-        if item.get("docs") == "answerable" and not answers:
+        question = question_of(item)
+        if item.get("docs") == "answerable" and not question.answerable:
             raise ValueError(f"{path}: answerable question without answers: {item['text']!r}")
-        questions.append(Question(item["text"], item.get("language", "en"), answers))
+        questions.append(question)
     return str(data.get("corpus") or path.stem), questions
 
 
@@ -162,6 +169,18 @@ def answers_settings(settings: Settings, database: Path, store: Path, collection
     )
 
 
+@contextmanager
+def scratch_runtime(settings: Settings, store: Path, collection: str) -> Iterator["Runtime"]:
+    """The service's `Runtime` over a scratch SQLite database (migrated, gone on exit) and
+    `collection` of the store; the caller closes it (`aclose`) on its event loop."""
+    from app.runtime import Runtime
+
+    with TemporaryDirectory(prefix="supportbot-answers-") as scratch:
+        database = Path(scratch) / "answers.sqlite"
+        migrate.upgrade(f"sqlite:///{database}")
+        yield Runtime.from_settings(answers_settings(settings, database, store, collection))
+
+
 def run_question_set(
     settings: Settings,
     folder: Path,
@@ -174,12 +193,7 @@ def run_question_set(
 ) -> list[ScoredQuestion]:
     """Ingest `folder` into `collection` of the store (unchanged files are skipped), then
     ask every question as the first message of a client conversation of its own."""
-    from app.runtime import Runtime
-
-    with TemporaryDirectory(prefix="supportbot-answers-") as scratch:
-        database = Path(scratch) / "answers.sqlite"
-        migrate.upgrade(f"sqlite:///{database}")
-        runtime = Runtime.from_settings(answers_settings(settings, database, store, collection))
+    with scratch_runtime(settings, store, collection) as runtime:
 
         async def ask_all() -> list[ScoredQuestion]:
             try:
@@ -187,7 +201,7 @@ def run_question_set(
                 if on_ingested:
                     on_ingested(report)
                 return [
-                    await _ask(runtime, number, question, on_question)
+                    await ask(runtime, f"answers-{number}", question, on_question)
                     for number, question in enumerate(questions, start=1)
                 ]
             finally:
@@ -196,13 +210,18 @@ def run_question_set(
         return asyncio.run(ask_all())
 
 
-async def _ask(
-    runtime: "Runtime", number: int, question: Question, on_question: Callable[[], None] | None
+async def ask(
+    runtime: "Runtime",
+    conversation_key: str,
+    question: Question,
+    on_question: Callable[[], None] | None = None,
 ) -> ScoredQuestion:
+    """`question` as the first message of the client conversation `conversation_key`,
+    scored."""
     reply: TurnReply = await runtime.chat.handle_turn(
         TurnRequest(
             channel="api",
-            conversation_key=f"answers-{number}",
+            conversation_key=conversation_key,
             audience="client",
             author="Customer",
             text=question.text,
