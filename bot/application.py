@@ -22,10 +22,12 @@ from telegram.ext import (
     filters,
 )
 
+from app.answers.service import AnswerService
 from app.chat.service import ChatService
 from app.settings import Settings
 from bot.handlers import SupportBot
 from bot.handoff import CLAIM_PATTERN, HandoffHandlers, TelegramMessenger
+from bot.save_answer import SaveAnswer
 from bot.updates import ADDRESSED_TO_BOT
 
 log = logging.getLogger(__name__)
@@ -125,11 +127,12 @@ def build_application(
     sessions: async_sessionmaker[AsyncSession],
     *,
     polling: bool,
+    answers: AnswerService | None = None,
     post_init: Hook | None = None,
     post_shutdown: Hook | None = None,
 ) -> BotApplication:
     """The bot, fed by long polling or (`polling=False`) by whoever puts updates on its
-    update queue: the webhook route."""
+    update queue: the webhook route. With `answers`, staff save team answers with `/save`."""
     telegram = settings.telegram
     if telegram.token is None:
         raise ValueError("no Telegram bot token: set SUPPORTBOT_TELEGRAM__TOKEN")
@@ -181,6 +184,10 @@ def build_application(
         CommandHandler(["start", "help"], bot.help, filters=new_message),
         MessageHandler(said & ADDRESSED_TO_BOT, bot.answer),
     ]
+    if answers is not None:
+        handlers.append(
+            CommandHandler("save", SaveAnswer(settings, sessions, answers).save, new_message)
+        )
     if chat.handoffs is not None:  # a person may take chats over (app/handoff)
         chat.handoffs.messenger = TelegramMessenger(application.bot, settings, sessions)
         handoff = HandoffHandlers(settings, chat, chat.handoffs, sessions, bot.outbox)

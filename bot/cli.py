@@ -14,6 +14,7 @@ app = typer.Typer(help="The Telegram bot.", no_args_is_help=True)
 @app.command()
 def run() -> None:
     """Answer Telegram chats with long polling (settings: SUPPORTBOT_TELEGRAM__*)."""
+    from app.answers.service import AnswerService
     from app.observability.logs import configure_logging
     from app.runtime import Runtime
     from app.settings import get_settings
@@ -48,6 +49,7 @@ def run() -> None:
         runtime.chat,
         runtime.sessions,
         polling=True,
+        answers=AnswerService.configured(runtime.sessions, runtime.knowledge, settings.knowledge),
         post_init=sweep,
         post_shutdown=close_runtime,
     )

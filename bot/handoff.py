@@ -11,7 +11,6 @@ from functools import partial
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram import (
     Bot,
-    ChatMember,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     Message,
@@ -35,6 +34,7 @@ from app.settings import Settings
 from bot.dedupe import claim_update
 from bot.delivery import Destination, Outbox, send_patiently
 from bot.render import Entity, Part, split_parts
+from bot.staff import ADMINS, staff_name
 from bot.updates import (
     audience,
     author_name,
@@ -222,7 +222,7 @@ class HandoffHandlers:
         if message is None or message.chat.id != self._settings.handoff.staff_telegram_chat_id:
             await query.answer("Handoffs are claimed in the staff chat.")
             return
-        staff = await self._claimant(query.from_user.id, message.chat.id, query.get_bot())
+        staff = await self._claimant(query.from_user.id, query.get_bot())
         if staff is None:
             await query.answer("Only staff members claim handoffs.", show_alert=True)
             return
@@ -240,17 +240,11 @@ class HandoffHandlers:
         except TelegramError as error:  # cosmetic: the claim stands
             log.debug("could not remove the Claim button: %s", error)
 
-    async def _claimant(self, user_id: int, staff_chat: int, bot: Bot) -> str | None:
-        """Who claims for this Telegram user: by their user id, never a name they chose.
-        The staff name SUPPORTBOT_HANDOFF__STAFF_TELEGRAM_USERS gives them; else, for an
-        administrator of the staff chat, `telegram:<user id>`; else nobody."""
-        if name := self._settings.handoff.staff_telegram_users.get(user_id):
-            return name
+    async def _claimant(self, user_id: int, bot: Bot) -> str | None:
+        """Who claims for this Telegram user: a listed staff member, or an administrator of
+        the staff chat (as `telegram:<user id>`); else nobody."""
         try:
-            member = await bot.get_chat_member(staff_chat, user_id)
+            return await staff_name(self._settings.handoff, bot, user_id, ADMINS)
         except TelegramError as error:
             log.warning("could not ask Telegram whether user %s is staff: %s", user_id, error)
             return None
-        if member.status in (ChatMember.ADMINISTRATOR, ChatMember.OWNER):
-            return f"telegram:{user_id}"
-        return None

@@ -35,12 +35,7 @@ def _with_answers(work: "Callable[[AnswerService], Awaitable[T]]") -> T:
 
     with open_knowledge_base() as kb:
         engine = make_async_engine(settings.db)
-        service = AnswerService(
-            make_session_factory(engine),
-            kb,
-            collection=settings.knowledge.collection,
-            language=settings.knowledge.language,
-        )
+        service = AnswerService.configured(make_session_factory(engine), kb, settings.knowledge)
         return asyncio.run(run(service, engine.dispose))
 
 

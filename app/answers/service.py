@@ -11,10 +11,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.answers.drafts import Draft, from_staff_reply
 from app.db.models import Answer
 from knowledge import team_answers
 from knowledge.language import identify
 from knowledge.loaders import KNOWN_LANGUAGES
+from knowledge.settings import KnowledgeSettings
 from knowledge.store import KnowledgeBase
 
 
@@ -60,6 +62,16 @@ class AnswerService:
         self._collection = collection
         self._language = language
 
+    @classmethod
+    def configured(
+        cls,
+        sessions: async_sessionmaker[AsyncSession],
+        knowledge: KnowledgeBase,
+        settings: KnowledgeSettings,
+    ) -> "AnswerService":
+        """Over the configured collection and documentation language."""
+        return cls(sessions, knowledge, collection=settings.collection, language=settings.language)
+
     async def listed(
         self, collection: str | None = None, enabled: bool | None = None
     ) -> list[Answer]:
@@ -75,6 +87,12 @@ class AnswerService:
     async def get(self, answer_id: int) -> Answer | None:
         async with self._sessions() as session:
             return await session.get(Answer, answer_id)
+
+    async def drafted(self, staff_message_id: int) -> Draft | None:
+        """A staff reply of a transcript as an answer, with the customer's question before
+        it (app/answers/drafts.py); None when it is no staff message."""
+        async with self._sessions() as session:
+            return await from_staff_reply(session, staff_message_id)
 
     async def create(self, draft: AnswerDraft) -> Answer:
         row = Answer(

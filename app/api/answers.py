@@ -18,17 +18,12 @@ from knowledge.loaders import KNOWN_LANGUAGES
 
 
 def answer_service(runtime: RuntimeDep) -> AnswerService:
-    knowledge = runtime.settings.knowledge
-    return AnswerService(
-        runtime.sessions,
-        runtime.knowledge,
-        collection=knowledge.collection,
-        language=knowledge.language,
-    )
+    return AnswerService.configured(runtime.sessions, runtime.knowledge, runtime.settings.knowledge)
 
 
 Answers = Annotated[AnswerService, Depends(answer_service)]
 AnswerId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+MessageId = Annotated[int, Path(ge=1, le=2**31 - 1, description="a transcript message's `id`")]
 COLLECTION = r"^[A-Za-z0-9_-]{1,64}$"
 
 router = APIRouter(
@@ -144,6 +139,22 @@ async def create_answer(body: AnswerIn, answers: Answers, caller: StaffDep) -> A
         author=caller.name,
     )
     return AnswerOut.of(await answers.create(draft))
+
+
+class DraftOut(BaseModel):
+    question: str = Field(description="the customer's question before the reply; may be empty")
+    answer: str = Field(description="the staff reply")
+
+
+@router.get("/draft/{message_id}", responses=documented(401, 403, 404, 422))
+async def draft_answer(message_id: MessageId, answers: Answers) -> DraftOut:
+    """A staff reply of a transcript drafted as an answer, for the queue's "Save as
+    answer": the reply, and the customer's last question before it (one the bot searched
+    the documentation for, or held for staff; else their last message)."""
+    draft = await answers.drafted(message_id)
+    if draft is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"message {message_id} is no staff reply")
+    return DraftOut(question=draft.question, answer=draft.answer)
 
 
 @router.get("/{answer_id}", responses=documented(401, 403, 404, 422))

@@ -30,9 +30,15 @@ async def webhook_bot(app: FastAPI) -> AsyncIterator[None]:
         return
     if settings.webhook_secret is None:
         raise RuntimeError("webhook mode needs SUPPORTBOT_TELEGRAM__WEBHOOK_SECRET")
+    from app.answers.service import AnswerService
     from bot.application import ALLOWED_UPDATES, build_application
 
-    application = build_application(runtime.settings, runtime.chat, runtime.sessions, polling=False)
+    answers = AnswerService.configured(
+        runtime.sessions, runtime.knowledge, runtime.settings.knowledge
+    )
+    application = build_application(
+        runtime.settings, runtime.chat, runtime.sessions, polling=False, answers=answers
+    )
     async with application:
         if settings.webhook_url:
             await application.bot.set_webhook(

@@ -100,25 +100,10 @@
     return status;
   }
 
-  // The customer's last question before `message`: a message the bot searched the
-  // documentation for, or one held for the staff member (no reply of the bot's); not a
-  // request for a person (the bot handed over without a search). Else their last message.
-  function lastQuestion(messages, message) {
-    var before = messages.slice(0, messages.indexOf(message));
-    var theirs = before.filter(function (m) { return m.role === "user"; });
-    var asked = theirs.filter(function (u) {
-      var turn = before.filter(function (m) { return m.turn === u.turn; });
-      var searched = turn.some(function (m) { return m.role === "tool"; });
-      var answered = turn.some(function (m) { return m.role === "assistant"; });
-      return searched || !answered;
-    });
-    return (asked.pop() || theirs.pop() || { content: "" }).content;
-  }
-
-  // The handoff queue's hook: a staff message of a transcript (`messages`: all of the
-  // conversation's) gets "Save as answer", prefilled with the customer's last question
-  // before it and the reply.
-  function offer(line, message, messages) {
+  // The handoff queue's hook: a staff message of a transcript gets "Save as answer",
+  // prefilled with the reply and the customer's last question before it (the server's
+  // draft: the rule Telegram's /save follows too).
+  function offer(line, message) {
     if (message.role !== "staff") return;
     // Labelled by its stylesheet (answers.css) and aria-label: the line's text stays the
     // message's.
@@ -126,8 +111,11 @@
     button.type = "button";
     button.setAttribute("aria-label", "Save as answer");
     button.addEventListener("click", async function () {
-      var saved = await open({ question: lastQuestion(messages, message), answer: message.content });
-      told(saved, pageStatus());
+      var status = pageStatus();
+      try {
+        var draft = await api("GET", "/v1/answers/draft/" + message.id);
+        told(await open(draft), status);
+      } catch (e) { status.replaceChildren(el("p", e.message, "sb-error")); }
     });
     line.appendChild(button);
   }

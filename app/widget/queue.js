@@ -49,7 +49,7 @@
       var line = el("p", who + ": " + m.content, "hq-line");
       line.dataset.role = m.role;
       line.id = "msg-" + m.id; line.tabIndex = -1;
-      if (window.SupportbotAnswers) window.SupportbotAnswers.offer(line, m, conversation.messages);  // answers.js
+      if (window.SupportbotAnswers) window.SupportbotAnswers.offer(line, m);  // answers.js
       box.appendChild(line);
     });
     box.classList.toggle("hq-whole", !!whole);

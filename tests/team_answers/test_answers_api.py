@@ -3,7 +3,7 @@ edit, delete, and what each refuses."""
 
 from fastapi.testclient import TestClient
 
-from tests.team_answers.conftest import ALICE, CLIENT, PAYPAL
+from tests.team_answers.conftest import ALICE, CLIENT, PAYPAL, ask
 
 ROUTES = [
     ("get", "/v1/answers"),
@@ -11,6 +11,7 @@ ROUTES = [
     ("get", "/v1/answers/1"),
     ("patch", "/v1/answers/1"),
     ("delete", "/v1/answers/1"),
+    ("get", "/v1/answers/draft/1"),
 ]
 
 
@@ -63,3 +64,40 @@ def test_answers_that_say_nothing_are_refused(api: TestClient) -> None:
     bad = api.post("/v1/answers", json=PAYPAL | {"collection": "../kb"}, headers=ALICE)
     assert bad.status_code == 422
     assert api.get("/v1/answers", headers=ALICE).json() == []
+
+
+def staff_reply(api: TestClient, text: str) -> int:
+    """Claim the open handoff, reply `text`: the staff message's id."""
+    (handoff,) = api.get("/v1/handoffs?status=open", headers=ALICE).json()
+    api.post(f"/v1/handoffs/{handoff['id']}/claim", headers=ALICE)
+    sent = api.post(f"/v1/handoffs/{handoff['id']}/messages", json={"text": text}, headers=ALICE)
+    assert sent.status_code == 201, sent.text
+    message_id: int = sent.json()["id"]
+    api.post(f"/v1/handoffs/{handoff['id']}/resolve", headers=ALICE)
+    return message_id
+
+
+def test_a_staff_reply_drafts_an_answer_to_the_question_before_it(api: TestClient) -> None:
+    """The question: the customer's last one the bot searched for or held for staff, never
+    the request for a person."""
+    ask(api, "searched", "How do I create an invoice?")
+    ask(api, "searched", "Can I talk to a human?")
+    reply = staff_reply(api, "Sales → Invoices → New invoice.")
+    draft = api.get(f"/v1/answers/draft/{reply}", headers=ALICE)
+    assert draft.json() == {
+        "question": "How do I create an invoice?",
+        "answer": "Sales → Invoices → New invoice.",
+    }
+
+    ask(api, "held", "How do I create an invoice?")
+    ask(api, "held", "Can I talk to a human?")
+    ask(api, "held", "Can I pay with PayPal?")  # held for the staff member
+    reply = staff_reply(api, "Yes, under Billing.")
+    draft = api.get(f"/v1/answers/draft/{reply}", headers=ALICE)
+    assert draft.json()["question"] == "Can I pay with PayPal?"
+
+    first = api.get("/v1/conversations/api:shop:held", headers=ALICE).json()["messages"][0]
+    for not_staff in (first["id"], 2**31 - 1):
+        missing = api.get(f"/v1/answers/draft/{not_staff}", headers=ALICE)
+        assert missing.status_code == 404
+        assert missing.json() == {"detail": f"message {not_staff} is no staff reply"}

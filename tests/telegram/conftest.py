@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.answers.service import AnswerService
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
 from app.db import migrate
@@ -85,10 +86,13 @@ def service(
 
 @asynccontextmanager
 async def polling_bot(
-    settings: Settings, service: ChatService, sessions: async_sessionmaker[AsyncSession]
+    settings: Settings,
+    service: ChatService,
+    sessions: async_sessionmaker[AsyncSession],
+    answers: AnswerService | None = None,
 ) -> AsyncIterator[BotApplication]:
     """A bot process on the fake Bot API with long polling, until the block ends."""
-    application = build_application(settings, service, sessions, polling=True)
+    application = build_application(settings, service, sessions, polling=True, answers=answers)
     async with application:
         await application.start()
         assert application.updater is not None
