@@ -98,7 +98,9 @@ class Matched:
 def _matched(asked: Asked, scored: ScoredQuestion, topic_of: dict[str, str]) -> Matched:
     saved = [topic_of.get(source, source) for source in scored.cited if is_team_answer(source)]
     unsure = scored.outcome == "not_found"
-    return Matched(asked, scored, saved[0] if saved and not unsure else None, bool(saved) and unsure)
+    return Matched(
+        asked, scored, saved[0] if saved and not unsure else None, bool(saved) and unsure
+    )
 
 
 def run_matching(
