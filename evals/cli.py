@@ -772,3 +772,63 @@ def loop(
         }  # fmt: skip
         out.write_text(json.dumps(dumped, indent=2, ensure_ascii=False), encoding="utf-8")
         console.print(f"wrote {out}")
+
+
+@app.command()
+def matching(
+    questions: Annotated[
+        Path | None,
+        typer.Option(help="the saved answers and questions (default: evals/loop/calibration.yaml)"),
+    ] = None,
+    kb: Annotated[
+        Path | None,
+        typer.Option(help="the documentation folder (default: the sample knowledge base)"),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="write every reply to this JSON file")] = None,
+) -> None:
+    """Save a set's team answers, ask its questions: how many find their answer, and how
+    many negatives quote one, over a fresh database and store; see evals/matching.py."""
+    from tempfile import TemporaryDirectory
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from app.settings import get_settings
+    from evals.matching import (
+        CALIBRATION,
+        load_matching_set,
+        matching_figures,
+        run_matching,
+    )
+
+    settings = get_settings()
+    path = questions or CALIBRATION
+    folder = (kb or settings.knowledge.sample_path).resolve()
+    planned = load_matching_set(path)
+    console = Console()
+    with _progress(console) as bar, TemporaryDirectory(prefix="supportbot-matching-") as store:
+        playing = bar.add_task(f"asking {len(planned.asked)} questions", total=len(planned.asked))
+        rows = run_matching(
+            settings,
+            folder,
+            planned,
+            store=Path(store),
+            collection="matching",
+            on_question=partial(bar.advance, playing),
+        )
+    columns = ("asked", "found", "another", "quoted", "offered", "from the docs")
+    table = Table("questions", *columns, title=f"saved answers matched ({path.name})")
+    for kind, counts in matching_figures(rows, planned).items():
+        table.add_row(kind, *(str(counts.get(column, "—")) for column in columns))
+    console.print(table)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        dumped = [
+            {"kind": row.asked.kind, "topic": row.asked.topic, "text": row.asked.question.text,
+             "language": row.asked.question.language, "quoted": row.quoted,
+             "offered": row.offered, "outcome": row.scored.outcome,
+             "cited": row.scored.cited, "reply": row.scored.reply}
+            for row in rows
+        ]  # fmt: skip
+        out.write_text(json.dumps(dumped, indent=2, ensure_ascii=False), encoding="utf-8")
+        console.print(f"wrote {out}")

@@ -19,6 +19,7 @@ HEADING_SEPARATOR = " > "
 class Chunk:
     heading: tuple[str, ...]
     text: str
+    language: str = ""  # "": the document's
 
     @property
     def heading_text(self) -> str:

@@ -61,13 +61,15 @@ class EmbedderMismatch(ValueError):
 @dataclass(frozen=True)
 class VectorQuery:
     """A search: the dense vector, or (`sparse` given) Qdrant's RRF of the dense and the
-    sparse candidates, each `limit` deep; `where` filters in the engine; `group_by` makes
-    the engine return at most `group_size` points per value of that field."""
+    sparse candidates, each `limit` deep; `where` filters in the engine, as does `any_of`
+    (a point matching one of its fields passes); `group_by` makes the engine return at
+    most `group_size` points per value of that field."""
 
     dense: list[float]
     limit: int
     sparse: "models.SparseVector | None" = None
     where: Where | None = None
+    any_of: Where | None = None
     with_dense: bool = False
     group_by: str | None = None
     group_size: int = 1

@@ -176,7 +176,9 @@ class EdgeStore(KnowledgeClient):
         return self._shard(name).count(edge.CountRequest(exact=True))
 
     def search(self, name: str, query: VectorQuery) -> list[ScoredPoint]:
-        query_filter = _filter(query.where) if query.where else None
+        query_filter = (
+            _filter(query.where or {}, query.any_of) if query.where or query.any_of else None
+        )
         dense = edge.Query.Nearest(query.dense, using=DENSE)
         vectors: list[str] | bool = [DENSE] if query.with_dense else False
         if query.sparse is None:
@@ -219,16 +221,18 @@ def _edge_vectors(vector: Any) -> dict[str, Any]:
     return {DENSE: vector[DENSE], SPARSE: edge.SparseVector(sparse.indices, sparse.values)}
 
 
-def _filter(where: Where) -> edge.Filter:
-    return edge.Filter(
-        must=[
-            edge.FieldCondition(
-                key,
-                match=edge.MatchAny(value) if isinstance(value, list) else edge.MatchValue(value),
-            )
-            for key, value in where.items()
-        ]
-    )
+def _filter(where: Where, any_of: Where | None = None) -> edge.Filter:
+    """Points matching every field of `where` and (given) one field of `any_of`."""
+    return edge.Filter(must=_conditions(where), should=_conditions(any_of) if any_of else None)
+
+
+def _conditions(where: Where) -> list[Any]:  # the conditions Filter takes
+    return [
+        edge.FieldCondition(
+            key, match=edge.MatchAny(value) if isinstance(value, list) else edge.MatchValue(value)
+        )
+        for key, value in where.items()
+    ]
 
 
 def _scored(point: edge.ScoredPoint) -> ScoredPoint:

@@ -12,9 +12,10 @@ another language than the passage cannot be read so, and a similarity across lan
 ranks the right section first too rarely to quote it: such a passage is offered as
 possibly related, never quoted as the answer (a real model searches in the documentation's
 language, as the search tool asks it to). A support team's answer (`knowledge.team_answers`)
-is the exception: a short question with its answer, so its nearness across languages is
-the question's own, and it is quoted when it passed the threshold of the question's
-language and leads every other page (`leads`).
+is the exception: a passage per wording of a question, with its answer, so its nearness
+is the question's own in any language, and a paraphrase shares few of its words: it is
+quoted when it passed the threshold of the question's language and leads every other page
+(`leads`), never judged by its words.
 """
 
 import re
@@ -99,10 +100,12 @@ def asked_part(question: str, language: str) -> str:
 
 def holds(question: str, question_language: str, passage: Passage, passage_language: str) -> bool:
     """Whether the passage holds what the question asks, as far as words can tell (see the
-    module docstring); never known for a question in another language than the passage,
-    unless the passage is a team answer."""
+    module docstring); never known for a question in another language than the passage;
+    a team answer's passage is judged by its nearness and lead alone."""
+    if is_team_answer(passage.source):
+        return True
     if question_language != passage_language:
-        return is_team_answer(passage.source)
+        return False
     asked = asked_part(question, question_language)
     return coverage(asked, passage, question_language) >= MIN_COVERAGE
 

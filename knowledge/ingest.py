@@ -22,7 +22,13 @@ from knowledge import sparse
 from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
 from knowledge.client import DENSE, SPARSE, KnowledgeClient
 from knowledge.embeddings import Embedder
-from knowledge.loaders import SUPPORTED_SUFFIXES, Document, LoadError, parse_document
+from knowledge.loaders import (
+    SUPPORTED_SUFFIXES,
+    Document,
+    LoadError,
+    language_from_path,
+    parse_document,
+)
 from knowledge.roots import OutsideRoots, read_confined
 
 # Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
@@ -66,7 +72,10 @@ class RawDocument:
     cite. `suffix` names the loader that reads it (one of SUPPORTED_SUFFIXES), `location`
     the path its language and, without a title, its name are read from; `stored` goes into
     its passages' payloads (a page's HTTP validators); `title`, when given, is the
-    document's title whatever its text says (a heading of its own is then the section's)."""
+    document's title whatever its text says (a heading of its own is then the section's).
+    `passages`, when given, are the document's passages as they are stored (each in its
+    own language, e.g. a team answer's wordings): `raw` is then neither parsed nor chunked,
+    only fingerprinted."""
 
     source: str
     raw: bytes
@@ -74,6 +83,7 @@ class RawDocument:
     location: PurePath
     stored: Mapping[str, Any] = field(default_factory=dict)
     title: str | None = None
+    passages: Sequence[Chunk] = ()
 
 
 @dataclass(frozen=True)
@@ -209,17 +219,25 @@ class Ingester:
             report.documents_unchanged += 1
             report.chunks_unchanged += previous[1] if previous else 0
             return
-        try:
-            document = parse_document(reading.source, reading.location, reading.raw, reading.suffix)
-            if reading.title is not None:
-                document = replace(document, title=reading.title)
-        except LoadError as exc:
-            if exc.nothing_to_index:
-                report.skipped[reading.source] = str(exc)
-            else:
-                report.errors[reading.source] = str(exc)
-            return
-        chunks = chunk_document(document, self.chunk_tokens, self.min_chunk_tokens)
+        if reading.passages:
+            title = reading.title or reading.location.stem
+            language = language_from_path(reading.location)
+            document = Document(reading.source, title, language, ())
+            chunks = list(reading.passages)
+        else:
+            try:
+                document = parse_document(
+                    reading.source, reading.location, reading.raw, reading.suffix
+                )
+                if reading.title is not None:
+                    document = replace(document, title=reading.title)
+            except LoadError as exc:
+                if exc.nothing_to_index:
+                    report.skipped[reading.source] = str(exc)
+                else:
+                    report.errors[reading.source] = str(exc)
+                return
+            chunks = chunk_document(document, self.chunk_tokens, self.min_chunk_tokens)
         pending.append(
             _PendingDocument(
                 document, fingerprint, chunks, previous[1] if previous else 0, reading.stored
@@ -242,7 +260,9 @@ class Ingester:
             )
         )
         title = b"" if reading.title is None else reading.title.encode() + b"\0"
-        return hashlib.sha256(settings.encode() + b"\0" + title + reading.raw).hexdigest()
+        passages = "".join(f"{p.language}\0{p.heading_text}\0{p.text}\0" for p in reading.passages)
+        content = title + passages.encode() + reading.raw
+        return hashlib.sha256(settings.encode() + b"\0" + content).hexdigest()
 
     def _write(
         self,
@@ -283,7 +303,7 @@ class Ingester:
                     "title": item.document.title,
                     "heading": chunk.heading_text,
                     "source": item.document.source,
-                    "language": item.document.language,
+                    "language": chunk.language or item.document.language,
                     "root": root,
                     "fingerprint": item.fingerprint,
                     "chunk": index,

@@ -24,20 +24,25 @@ from knowledge.client import (
 )
 
 
-def condition_filter(where: Where | None) -> models.Filter | None:
-    if not where:
+def condition_filter(where: Where | None, any_of: Where | None = None) -> models.Filter | None:
+    """Points matching every field of `where` and (given) one field of `any_of`."""
+    if not where and not any_of:
         return None
     return models.Filter(
-        must=[
-            models.FieldCondition(
-                key=key,
-                match=models.MatchAny(any=value)
-                if isinstance(value, list)
-                else models.MatchValue(value=value),
-            )
-            for key, value in where.items()
-        ]
+        must=_conditions(where or {}), should=_conditions(any_of) if any_of else None
     )
+
+
+def _conditions(where: Where) -> list[models.FieldCondition]:
+    return [
+        models.FieldCondition(
+            key=key,
+            match=models.MatchAny(any=value)
+            if isinstance(value, list)
+            else models.MatchValue(value=value),
+        )
+        for key, value in where.items()
+    ]
 
 
 @dataclass(eq=False)
@@ -141,7 +146,7 @@ class QdrantClientStore(KnowledgeClient):
             return self.client.get_collection(name).points_count or 0
 
     def search(self, name: str, query: VectorQuery) -> list[ScoredPoint]:
-        query_filter = condition_filter(query.where)
+        query_filter = condition_filter(query.where, query.any_of)
         arguments: dict[str, Any] = {
             "limit": query.limit,
             "with_payload": True,

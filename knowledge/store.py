@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from knowledge import sparse, stores
+from knowledge import sparse, stores, team_answers
 from knowledge.calibration.collection import (
     CollectionCalibration,
     calibrate_collection,
@@ -333,7 +333,8 @@ class KnowledgeBase:
         depth = CANDIDATES_PER_PASSAGE * k  # deep enough to find k distinct pages
         # Unfiltered, a search takes passages in the query's language and the
         # documentation's: an English question is not answered from the German manual, a
-        # German one may be.
+        # German one may be. A team answer is taken in any language (its nearness across
+        # languages is the question's own, knowledge/evidence.py).
         languages = (
             [language]
             if language
@@ -359,7 +360,7 @@ class KnowledgeBase:
                 dense=dense,
                 limit=depth,
                 sparse=sparse.query_vector(query) if self.hybrid else None,
-                where={"language": languages},
+                any_of={"language": languages, "root": team_answers.ROOT},
                 with_dense=self.hybrid,
                 group_by="source" if self.options.group_in_qdrant else None,
                 group_size=self.passages_per_page,

@@ -1,11 +1,13 @@
 """Answers written by the support team, as documents of a collection: each one its own
 source `answers/<id>`, found by the same search as the documentation's pages.
 
-A team answer is one short Markdown document: the question as its heading (what the
-dense vector sees first), its other wordings as a list, a rule, then the answer as the
-team wrote it. Its title is "Support team answer (date)", which is what a citation of it
-reads; its language is the one the answer is written in. The search, the evidence gate
-(`knowledge.evidence`) and the offline model know such a passage by its source.
+A team answer is one short document with a passage per wording: the question and each of
+its other wordings is a passage's heading (what the dense vector sees first) with the
+answer as the team wrote it for its text, in the wording's own language, so that a
+customer's question meets the nearest wording in its language rather than all of them
+mixed under the first. Its title is "Support team answer (date)", which is what a
+citation of it reads. The search, the evidence gate (`knowledge.evidence`) and the
+offline model know such a passage by its source.
 """
 
 from collections.abc import Sequence
@@ -14,7 +16,9 @@ from datetime import date
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
+from knowledge.chunking import Chunk
 from knowledge.ingest import IngestReport, RawDocument
+from knowledge.language import identify
 
 if TYPE_CHECKING:  # knowledge.sources and the store know the root: no cycle at run time
     from knowledge.sources import Removed
@@ -22,7 +26,8 @@ if TYPE_CHECKING:  # knowledge.sources and the store know the root: no cycle at 
 
 ROOT = "answers"  # the root their passages are stored under, beside ingested folders
 TITLE = "Support team answer"
-# Between the wordings and the answer: the offline model quotes what follows it.
+# Between the wordings and the answer in the document's text (and in the passages an
+# earlier version of the service stored): the offline model quotes what follows it.
 ANSWER_RULE = "\n---\n"
 
 
@@ -48,11 +53,22 @@ def title_of(updated: date) -> str:
     return f"{TITLE} ({updated.isoformat()})"
 
 
+def wording_language(wording: str, answer_language: str) -> str:
+    """A wording's language, read as a query's is; the answer's when too short to tell."""
+    return identify(wording, (answer_language,), answer_language).language
+
+
 def document_of(answer: TeamAnswer) -> RawDocument:
-    """The answer as the ingester reads it: Markdown, its language in its location."""
+    """The answer as the ingester stores it: a passage per wording (see the module
+    docstring); its text, Markdown, is what it is fingerprinted by."""
     question = " ".join(answer.question.split())
-    wordings = [f"- {' '.join(v.split())}" for v in answer.variants if v.strip()]
-    text = "\n".join([f"# {question}", "", *wordings, ANSWER_RULE, answer.answer.strip(), ""])
+    variants = [" ".join(v.split()) for v in answer.variants if v.strip()]
+    listed = [f"- {variant}" for variant in variants]
+    text = "\n".join([f"# {question}", "", *listed, ANSWER_RULE, answer.answer.strip(), ""])
+    passages = [
+        Chunk((wording,), answer.answer.strip(), wording_language(wording, answer.language))
+        for wording in dict.fromkeys([question, *variants])
+    ]
     folder = f"{ROOT}/{answer.language}" if answer.language else ROOT
     return RawDocument(
         source=source_of(answer.id),
@@ -60,12 +76,13 @@ def document_of(answer: TeamAnswer) -> RawDocument:
         suffix=".md",
         location=PurePath(folder, str(answer.id)),
         title=title_of(answer.updated),
+        passages=passages,
     )
 
 
 def answer_text(passage_text: str) -> str:
-    """What the team answered, out of a passage of a team answer (a long answer's later
-    passages hold only answer text)."""
+    """What the team answered, out of a passage of a team answer (its whole text, or what
+    follows the rule in a passage stored with its wordings)."""
     _, rule, after = passage_text.partition(ANSWER_RULE.strip())
     return after.strip() if rule else passage_text.strip()
 
