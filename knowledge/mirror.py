@@ -13,7 +13,6 @@ from pathlib import Path
 from knowledge.ingest import BUILDING_INDEX, CALIBRATING, IngestReport, discover_files
 from knowledge.settings import DocumentationSource, KnowledgeSettings
 from knowledge.store import KnowledgeBase
-from knowledge.sync import sync_site
 
 
 class NothingToMirror(Exception):
@@ -51,6 +50,10 @@ def mirror_source(
     raises."""
     progress = _StopCheck(should_stop)
     if source.is_site:
+        # Imported when a site is synced: fetching reads HTML with trafilatura, which a
+        # service with folder sources only never loads.
+        from knowledge.sync import sync_site
+
         synced = sync_site(
             kb, source.location, settings, source.collection, progress, sample=settings.sample_path
         )

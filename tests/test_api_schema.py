@@ -6,6 +6,7 @@ A bounded run for CI; `SUPPORTBOT_SCHEMA_EXAMPLES=30 pytest -s tests/test_api_sc
 the longer run behind the README's figures (it prints the cases run per caller)."""
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,11 @@ EXAMPLES = int(os.environ.get("SUPPORTBOT_SCHEMA_EXAMPLES", "6"))  # per operati
 
 
 def schema_of(folder: Path, sample_index: Path, configure: Callable[[Settings], None]) -> Any:
+    # A copy of the sample index: generated cases save team answers into it.
+    shutil.copytree(sample_index, folder / "qdrant")
     app_settings = Settings(
         db=DbSettings(url=f"sqlite:///{folder / 'supportbot.db'}"),
-        knowledge=KnowledgeSettings(qdrant_path=sample_index),
+        knowledge=KnowledgeSettings(qdrant_path=folder / "qdrant"),
         _env_file=None,
     )
     app_settings.widget.staff_tokens = {"alice": SecretStr(STAFF_TOKEN)}

@@ -12,6 +12,7 @@ import typer
 
 if TYPE_CHECKING:
     from app.answers.service import AnswerService
+    from app.settings import Settings
 
 app = typer.Typer(no_args_is_help=True)
 T = TypeVar("T")
@@ -19,13 +20,18 @@ AnswersFile = Annotated[Path, typer.Argument(help="a .yaml, .yml or .json file")
 FIELDS = ("question", "variants", "answer", "languages", "enabled", "collection", "author")
 
 
-def _with_answers(work: "Callable[[AnswerService], Awaitable[T]]") -> T:
+def _settings() -> "Settings":
+    """The settings, or one line on what is wrong with them (before any file is read)."""
+    from app.kb_support import load_settings
+
+    return load_settings()
+
+
+def _with_answers(settings: "Settings", work: "Callable[[AnswerService], Awaitable[T]]") -> T:
     """Run `work` with the service over the configured database and knowledge base."""
     from app.answers.service import AnswerService
     from app.db.engine import make_async_engine, make_session_factory
-    from app.kb_support import load_settings, open_knowledge_base
-
-    settings = load_settings()
+    from app.kb_support import open_knowledge_base
 
     async def run(service: AnswerService, dispose: Callable[[], Awaitable[None]]) -> T:
         try:
@@ -54,7 +60,7 @@ def list_answers(
 ) -> None:
     """The answers, the newest first: id, in use or disabled, collection, languages,
     question."""
-    answers = _with_answers(lambda service: service.listed(collection))
+    answers = _with_answers(_settings(), lambda service: service.listed(collection))
     if not answers:
         typer.echo("no answers yet")
     for a in answers:
@@ -66,8 +72,9 @@ def list_answers(
 @app.command("export")
 def export_answers(file: AnswersFile) -> None:
     """Write every answer to FILE (an `answers:` list), for review or another install."""
+    settings = _settings()
     as_yaml = _is_yaml(file)
-    answers = _with_answers(lambda service: service.listed())
+    answers = _with_answers(settings, lambda service: service.listed())
     rows = [{name: getattr(a, name) for name in FIELDS} for a in reversed(answers)]
     if as_yaml:
         import yaml
@@ -112,6 +119,7 @@ def import_answers(file: AnswersFile) -> None:
     are added."""
     from app.answers.service import AnswerDraft
 
+    settings = _settings()
     rows = _read(file)
 
     async def work(service: "AnswerService") -> tuple[int, int]:
@@ -132,5 +140,5 @@ def import_answers(file: AnswersFile) -> None:
                 updated += 1
         return added, updated
 
-    added, updated = _with_answers(work)
+    added, updated = _with_answers(settings, work)
     typer.echo(f"answers: +{added} added, ~{updated} updated, indexed")
