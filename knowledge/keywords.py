@@ -1,10 +1,10 @@
 """Signals besides the dense vectors, computed in this process over a collection's passages
-in the documentation's language:
+in one language (a query's: `knowledge.store`):
 
 - BM25 (`bm25s` on sparse matrices, words stemmed with the language's Snowball stemmer from
   PyStemmer). Qdrant-local scores sparse vectors in Python (38 ms a search on the GnuCash
   manuals); this answers in well under a millisecond.
-- For English documentation, WordLlama (a 16 MB static English embedder whose weights and
+- For English passages, WordLlama (a 16 MB static English embedder whose weights and
   tokenizer ship in its wheel, MIT licence): one vector per passage, averaged token
   embeddings, so a passage costs microseconds and a query less than e5's tokenizer.
 

@@ -96,19 +96,19 @@ class KnowledgeSettings(BaseModel):
     language: str = Field(
         "en",
         description="language of the collection's documentation (ISO 639-1): the search tool "
-        "asks the model to query in it; BM25 scores queries in it",
+        "asks the model to query in it; a search takes its pages beside the query's",
     )
     keyword_weight: float = Field(
         0.03,
         ge=0,
-        description="weight of in-process BM25 added to the dense score for queries in "
-        "`language` (0: dense only)",
+        description="weight of in-process BM25 (over the pages in the query's language) "
+        "added to the dense score (0: dense only)",
     )
     static_weight: float = Field(
         0.005,
         ge=0,
-        description="weight of WordLlama (a static English embedder) added like BM25 when "
-        "`language` is `en` (0: off)",
+        description="weight of WordLlama (a static English embedder) added like BM25 for "
+        "an English query (0: off)",
     )
     min_similarity: dict[str, float] = Field(
         default_factory=dict,

@@ -3,8 +3,9 @@
 Qdrant Edge on a folder on disk by default, a Qdrant server by URL and API key otherwise:
 the same code over `knowledge.client.KnowledgeClient`. A search uses the dense vector, or
 (`hybrid`) fuses it with the BM25 sparse vector by reciprocal rank fusion in Qdrant. A
-query in the documentation's language (`language`) is also scored in this process by BM25
-and, for English, WordLlama (`knowledge.keywords`), and the scores are added
+query is also scored in this process by BM25 and, in English, WordLlama
+(`knowledge.keywords`) over the passages in its own language (the documentation's,
+`language`, or another the collection holds pages in), and the scores are added
 (`keyword_weight`, `static_weight`).
 Ingestion is `knowledge.ingest`, counting `knowledge.stats`, the shared client
 `knowledge.client`; a `KnowledgeBase` offers all three over one client. One module: the
@@ -59,7 +60,7 @@ class SearchOptions:
     """How a knowledge base searches; fixed for its life (`with_options` makes another)."""
 
     hybrid: bool = False  # Qdrant's RRF of dense and sparse BM25 vectors
-    language: str = "en"  # the documentation's: BM25 and WordLlama score queries in it
+    language: str = "en"  # the documentation's: searches take its pages beside the query's
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT
     static_weight: float = DEFAULT_STATIC_WEIGHT
     passages_per_page: int = 1
@@ -344,9 +345,9 @@ class KnowledgeBase:
             return []
         points = self._points(name, query, dense, depth, languages)
         candidates = [_passage(point, dense if self.hybrid else None) for point in points]
-        if self._fuses_keywords(query, language):
+        if words_language := self._keyword_language(query, language):
             ids = [str(point.id) for point in points]
-            candidates = self._with_keywords(name, query, ids, candidates, depth)
+            candidates = self._with_keywords(name, query, words_language, ids, candidates, depth)
         return _spread_over_pages(candidates, k, self.passages_per_page)
 
     def _points(
@@ -367,30 +368,37 @@ class KnowledgeBase:
             ),
         )
 
-    def _fuses_keywords(self, query: str, language: str | None) -> bool:
-        """BM25 (and WordLlama) know the documentation's words: they help a query in its
-        language and hurt one in another (docs/knowledge.md)."""
-        return (
-            (self.keyword_weight > 0 or self._uses_static)
-            and language in (None, self.language)
-            and query_language(query, self.language) == self.language
-        )
+    def _keyword_language(self, query: str, language: str | None) -> str | None:
+        """The language whose passages BM25 (and WordLlama) score the query in: the
+        query's own. They know the words of one language: they help a query in it and
+        hurt one in another (docs/knowledge.md), so a query is scored against the pages
+        written in its language, the documentation's or another the collection also
+        holds (a German question, the German manual); none: dense only."""
+        asked = query_language(query, self.language)
+        if language not in (None, asked):
+            return None
+        return asked if self.keyword_weight > 0 or self._uses_static(asked) else None
 
-    @property
-    def _uses_static(self) -> bool:
-        return self.static_weight > 0 and self.language == "en"  # WordLlama is English
+    def _uses_static(self, language: str) -> bool:
+        return self.static_weight > 0 and language == "en"  # WordLlama is English
 
     def _with_keywords(
-        self, name: str, query: str, ids: list[str], dense: list[Passage], depth: int
+        self,
+        name: str,
+        query: str,
+        language: str,
+        ids: list[str],
+        dense: list[Passage],
+        depth: int,
     ) -> list[Passage]:
         """Dense candidates and the best of BM25 and WordLlama, scored cosine + weight ×
         relative BM25 + weight × WordLlama's z-score. A passage the dense search did not
         find gets the lowest cosine among its candidates as its score, and no similarity
         (0.0): what BM25 alone found never passes a relevance threshold on a made-up
         number."""
-        index = self._keyword_index(name)
+        index = self._keyword_index(name, language)
         keyword = dict(index.search(query, depth)) if self.keyword_weight > 0 else {}
-        static = dict(index.static_search(query, depth)) if self._uses_static else {}
+        static = dict(index.static_search(query, depth)) if self._uses_static(language) else {}
         if not keyword and not static:
             return dense
         floor = min((passage.score for passage in dense), default=0.0)
@@ -409,10 +417,10 @@ class KnowledgeBase:
         ]
         return sorted(fused, key=lambda passage: passage.score, reverse=True)
 
-    def _keyword_index(self, name: str) -> KeywordIndex:
+    def _keyword_index(self, name: str, language: str) -> KeywordIndex:
         """The in-process index of the collection's passages in `language`: built on first
         use, rebuilt when the collection's size changes (checked every few seconds)."""
-        key = (name, self.language, self._uses_static)
+        key = (name, language, self._uses_static(language))
         now = time.monotonic()
         cached = self.knowledge.keyword_indexes.get(key)
         if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
@@ -427,10 +435,10 @@ class KnowledgeBase:
                 for point_id, payload in self.knowledge.scroll(
                     name, ["text", "title", "heading", "source", "language"]
                 )
-                if payload.get("language") == self.language
+                if payload.get("language") == language
             ),
-            self.language,
-            static=self._uses_static,
+            language,
+            static=self._uses_static(language),
         )
         self.knowledge.keyword_indexes[key] = (points, now, index)
         return index

@@ -121,14 +121,15 @@ def knowledge_search_tool(
     scope: DocumentationScope | None = None,
 ) -> BaseTool:
     """The search tool: only relevant passages that hold what the query asks reach the
-    model as passages (and the turn's citations); relevant ones that do not are offered
-    as possibly related pages (`SUGGESTED`); none tells it that the documentation has
-    nothing on the query, as does a query outside the collection's `scope` (when it has
-    one). `relevance` gives the thresholds in force (the collection's calibration, or the
-    configured ones); without any (a collection not calibrated yet, a retriever that keeps
-    no calibration) every passage found is passed on, as found. `token_budget` None:
-    found passages are left for `ResultBudgetMiddleware` to render (the result's text is
-    empty until then), under the memory profile's budget, rather than rendered twice."""
+    model as passages (and the turn's citations); when none does but one page passed the
+    "related" threshold, the pages found are offered as possibly related (`SUGGESTED`),
+    in search order; none tells it that the documentation has nothing on the query, as
+    does a query outside the collection's `scope` (when it has one). `relevance` gives
+    the thresholds in force (the collection's calibration, or the configured ones);
+    without any (a collection not calibrated yet, a retriever that keeps no calibration)
+    every passage found is passed on, as found. `token_budget` None: found passages are
+    left for `ResultBudgetMiddleware` to render (the result's text is empty until then),
+    under the memory profile's budget, rather than rendered twice."""
 
     @tool(
         KNOWLEDGE_TOOL,
@@ -145,7 +146,11 @@ def knowledge_search_tool(
         answering = answering_passages(query, passages, found, language) if thresholds else passages
         if not answering:
             near = thresholds.related_for_query(query) if thresholds else 0.0
-            related = _one_per_page(relevant_passages(found, near))
+            # One page near enough to be related: the pages found with it are offered in
+            # search order, up to the reply's three. A page the keywords rank high may lie
+            # below the threshold by its cosine (or have none, found by BM25 alone), and
+            # is as likely as the nearest page to be the one asked about.
+            related = _one_per_page(found) if relevant_passages(found, near) else []
             if related:
                 suggested = [asdict(p) | {SUGGESTED: True} for p in related]
                 return suggestions_text(related), suggested

@@ -158,6 +158,33 @@ def test_a_near_passage_that_does_not_hold_the_question_is_only_offered() -> Non
     assert outcome_of([result]) == "not_found"
 
 
+def test_once_one_page_is_related_the_pages_found_with_it_are_offered_in_search_order() -> None:
+    """Nothing answers; one page passes the "related" threshold: the pages found with it
+    are offered in the search's order, the one BM25 alone found (no similarity) and the
+    one below the threshold too. None passing it: nothing is offered."""
+    keywords_only = Passage(
+        text="Auto-save time interval.", title="Preferences", heading="", source="prefs.html",
+        score=0.9, similarity=0.0, language="en",
+    )  # fmt: skip
+    below = Passage(
+        text="Save the file.", title="Files", heading="", source="files.html",
+        score=0.7, similarity=0.7, language="en",
+    )  # fmt: skip
+    relevance = RelevanceThresholds(0.95, related=RelevanceThresholds(0.8))
+    question = "Do you support payroll in Brazil?"
+
+    result = _searched(_Pages(keywords_only, _USERS, below), relevance, question)
+
+    assert [p["source"] for p in result.artifact] == [
+        "prefs.html",
+        "en/users-roles.md",
+        "files.html",
+    ]
+    assert all(p["suggested"] for p in result.artifact)
+    assert outcome_of([result]) == "not_found"
+    assert _searched(_Pages(keywords_only, below), relevance, question).artifact == []
+
+
 def test_of_near_passages_those_holding_the_question_answer_it() -> None:
     result = _searched(
         _Pages(_USERS, _PARTIAL), RelevanceThresholds(0.8), "How do I record a partial payment?"

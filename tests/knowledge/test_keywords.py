@@ -67,12 +67,36 @@ def test_an_english_query_adds_bm25_to_the_dense_score(knowledge_base: Knowledge
     assert best.score <= by_source[best.source] + knowledge_base.keyword_weight + 1e-6
 
 
-def test_a_query_in_another_language_is_searched_dense_only(
+def test_a_query_in_a_language_no_page_is_written_in_is_searched_dense_only(
     knowledge_base: KnowledgeBase,
 ) -> None:
     query = "Wie exportiere ich alle Buchungen als CSV-Datei für die Tabelle?"
     dense = knowledge_base.with_options(keyword_weight=0.0).search(query, 4)
     assert knowledge_base.search(query, 4) == dense
+
+
+def test_a_query_is_scored_by_bm25_over_the_pages_in_its_own_language(tmp_path: Path) -> None:
+    """A German question on English documentation that also holds a German page: BM25
+    over the German passages adds to theirs, the English ones keep their cosine."""
+    english, german = (
+        "gnucash-help-en/busnss-ar-invoices1.html",
+        "gnucash-guide-de/bus-ar-invoices1.html",
+    )
+    kb = KnowledgeBase.open_local(tmp_path / "qdrant", collection="languages")
+    try:
+        kb.ingest(copy_pages([english, german], tmp_path / "manuals"))
+        query = "Wie erstelle ich eine Rechnung für einen Kunden?"
+        dense = {p.source: p.score for p in kb.with_options(keyword_weight=0.0).search(query, 8)}
+        fused = {p.source: p.score for p in kb.search(query, 8)}
+        assert fused[german] > dense[german]
+        assert fused[german] <= dense[german] + kb.keyword_weight + 1e-6
+        assert fused[english] == dense[english]
+        english_query = "How do I create an invoice for a customer?"
+        assert kb.search(english_query, 8) != kb.with_options(
+            keyword_weight=0.0, static_weight=0.0
+        ).search(english_query, 8)
+    finally:
+        kb.close()
 
 
 def test_the_keyword_index_follows_this_process_ingests(tmp_path: Path) -> None:
