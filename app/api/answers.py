@@ -6,7 +6,7 @@ of the request is read. The rest: app/answers/service.py."""
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
-from pydantic import AfterValidator, BaseModel, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, computed_field
 
 from app.answers.service import AnswerDraft, AnswerService
 from app.api.auth import StaffDep, StaffFirst, require_staff
@@ -15,6 +15,7 @@ from app.api.errors import documented
 from app.api.schemas import Text, UtcDatetime
 from app.db.models import Answer
 from knowledge.loaders import KNOWN_LANGUAGES
+from knowledge.team_answers import source_of
 
 
 def answer_service(runtime: RuntimeDep) -> AnswerService:
@@ -81,6 +82,8 @@ class AnswerPatch(BaseModel):
 
 
 class AnswerOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)  # read from the `answers` row
+
     id: int
     question: str
     variants: list[str]
@@ -89,25 +92,13 @@ class AnswerOut(BaseModel):
     languages: list[str]
     enabled: bool
     collection: str
-    source: str = Field(description="what its citations name: answers/<id>")
     created_at: UtcDatetime
     updated_at: UtcDatetime
 
-    @classmethod
-    def of(cls, row: Answer) -> "AnswerOut":
-        return cls(
-            id=row.id,
-            question=row.question,
-            variants=row.variants,
-            answer=row.answer,
-            author=row.author,
-            languages=row.languages,
-            enabled=row.enabled,
-            collection=row.collection,
-            source=f"answers/{row.id}",
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )
+    @computed_field(description="what its citations name: answers/<id>")  # type: ignore[prop-decorator]
+    @property
+    def source(self) -> str:
+        return source_of(self.id)
 
 
 def found(row: Answer | None, answer_id: int) -> Answer:
@@ -123,7 +114,7 @@ async def list_answers(
     enabled: Annotated[bool | None, Query(description="only enabled, or only disabled")] = None,
 ) -> list[AnswerOut]:
     """The team's answers, the newest first."""
-    return [AnswerOut.of(row) for row in await answers.listed(collection, enabled)]
+    return [AnswerOut.model_validate(row) for row in await answers.listed(collection, enabled)]
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=documented(400, 401, 403, 413, 422))
@@ -138,7 +129,7 @@ async def create_answer(body: AnswerIn, answers: Answers, caller: StaffDep) -> A
         collection=body.collection,
         author=caller.name,
     )
-    return AnswerOut.of(await answers.create(draft))
+    return AnswerOut.model_validate(await answers.create(draft))
 
 
 class DraftOut(BaseModel):
@@ -159,7 +150,7 @@ async def draft_answer(message_id: MessageId, answers: Answers) -> DraftOut:
 
 @router.get("/{answer_id}", responses=documented(401, 403, 404, 422))
 async def get_answer(answer_id: AnswerId, answers: Answers) -> AnswerOut:
-    return AnswerOut.of(found(await answers.get(answer_id), answer_id))
+    return AnswerOut.model_validate(found(await answers.get(answer_id), answer_id))
 
 
 @router.patch("/{answer_id}", responses=documented(400, 401, 403, 404, 413, 422))
@@ -167,7 +158,7 @@ async def edit_answer(answer_id: AnswerId, body: AnswerPatch, answers: Answers) 
     """Change an answer: indexed again at once; `enabled: false` takes it out of the
     knowledge base, `true` puts it back."""
     changes: dict[str, Any] = body.model_dump(exclude_unset=True, exclude_none=True)
-    return AnswerOut.of(found(await answers.update(answer_id, changes), answer_id))
+    return AnswerOut.model_validate(found(await answers.update(answer_id, changes), answer_id))
 
 
 @router.delete(
