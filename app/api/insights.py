@@ -166,8 +166,8 @@ async def outcomes(
     without a person, a 👎, a follow-up that says the answer failed or asks the same
     again, or a failure), handoffs by reason, cost per resolved conversation and the
     prompt-cache hit rate per memory profile."""
+    unresolved = await reporter.unresolved(*when, prefix)
     async with runtime.sessions() as session:
-        unresolved = await reporter.unresolved(session, *when, prefix)
         report = await outcome_report(session, *when, prefix, unresolved)
     return OutcomesOut(
         since=report.since,

@@ -112,10 +112,8 @@ def questions(
         engine = make_async_engine(settings.db)
         try:
             sessions = make_session_factory(engine)
+            failed = await reporter_for(settings, sessions).unresolved(start, until, prefix)
             async with sessions() as session:
-                failed = await reporter_for(settings, sessions).unresolved(
-                    session, start, until, prefix
-                )
                 return await load_gap_turns(session, start, until, prefix, failed)
         finally:
             await engine.dispose()

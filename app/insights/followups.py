@@ -178,6 +178,8 @@ def unresolved_turns(
 ) -> dict[tuple[int, int], str]:
     """(conversation id, turn) of each answer its follow-up says failed, with how it said
     so. CPU-bound (embedding): run it off the event loop."""
+    if not follow_ups:
+        return {}
     verdicts = reader.verdicts([(item.question, item.follow_up) for item in follow_ups])
     return {
         (item.conversation_id, item.turn): verdict

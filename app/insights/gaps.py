@@ -335,6 +335,7 @@ class GapReporter:
         self._granularity = granularity
         self._kept = kept
         self._reports: dict[tuple[datetime, datetime, str | None], list[GapGroup]] = {}
+        self._failed: dict[tuple[datetime, datetime, str | None], dict[tuple[int, int], str]] = {}
         self._lock = asyncio.Lock()  # one computation at a time: they share the embedder
 
     def period(self, length: timedelta, now: datetime) -> tuple[datetime, datetime]:
@@ -349,13 +350,30 @@ class GapReporter:
         return self._reader
 
     async def unresolved(
-        self, session: AsyncSession, since: datetime, until: datetime, prefix: str | None
+        self, since: datetime, until: datetime, prefix: str | None
     ) -> dict[tuple[int, int], str]:
-        """The period's answers whose follow-up says they failed (app/insights/followups.py)."""
-        follow_ups = await load_follow_ups(session, since, until, within_tenant(prefix))
-        if not follow_ups:
-            return {}
-        return await asyncio.to_thread(unresolved_turns, self._follow_up_reader(), follow_ups)
+        """The answers of [since, until) whose follow-up says they failed
+        (app/insights/followups.py), for a tenant; kept per period as reports are."""
+        async with self._lock:
+            return await self._unresolved(since, until, prefix)
+
+    async def _unresolved(
+        self, since: datetime, until: datetime, prefix: str | None
+    ) -> dict[tuple[int, int], str]:
+        key = (since, until, prefix)
+        if key not in self._failed:
+            async with self._sessions() as session:
+                follow_ups = await load_follow_ups(session, since, until, within_tenant(prefix))
+            reader = self._follow_up_reader()
+            found = await asyncio.to_thread(unresolved_turns, reader, follow_ups)
+            self._keep(self._failed, key, found)
+        return self._failed[key]
+
+    def _keep(self, kept: dict[Any, Any], key: Any, value: Any) -> None:
+        """`value` under `key`, the oldest entry dropped past `kept` of them."""
+        if len(kept) >= self._kept:
+            kept.pop(next(iter(kept)))
+        kept[key] = value
 
     async def report(
         self,
@@ -371,14 +389,13 @@ class GapReporter:
             groups = self._reports.get(key)
             if groups is None:
                 before = since - (until - since)
+                failed = await self._unresolved(since, until, prefix)
+                failed_before = await self._unresolved(before, since, prefix)
                 async with self._sessions() as session:
-                    failed = await self.unresolved(session, before, until, prefix)
                     turns = await load_gap_turns(session, since, until, prefix, failed)
-                    previous = await load_gap_turns(session, before, since, prefix, failed)
+                    previous = await load_gap_turns(session, before, since, prefix, failed_before)
                 groups = await asyncio.to_thread(group_report, turns, previous, self._embed)
-                if len(self._reports) >= self._kept:
-                    self._reports.pop(next(iter(self._reports)))
-                self._reports[key] = groups
+                self._keep(self._reports, key, groups)
         return GapReport(
             since=since,
             until=until,
