@@ -153,23 +153,6 @@ LONG_QUESTIONS_ABOUT_PEOPLE = [
 ]
 
 
-@pytest.mark.parametrize("text", LONG_REPORTS_ENDING_IN_A_REQUEST)
-def test_a_long_report_ending_in_a_request_hands_over_by_its_closing_sentence(
-    decider: MessageDecider, text: str
-) -> None:
-    decision = decider.decide(text)
-    assert decision.person < DecisionSettings().person_clause_gate  # the whole: the problem
-    assert decider.hands_over(decision, model_decides=False)
-    assert decider.hands_over(decision, model_decides=True)
-
-
-@pytest.mark.parametrize("text", LONG_QUESTIONS_ABOUT_PEOPLE)
-def test_a_long_question_mentioning_people_stays_with_the_bot(
-    decider: MessageDecider, text: str
-) -> None:
-    assert not decider.hands_over(decider.decide(text), model_decides=False)
-
-
 # Long problem reports whose request for a person is followed by a shorter sentence and a
 # sign-off: the last sentence, and the last two together, read as the problem or the
 # pleasantry; the request alone reads as a request.
@@ -217,19 +200,26 @@ LONG_QUESTIONS_WITH_PEOPLE_AND_A_SIGN_OFF = [
 ]
 
 
-@pytest.mark.parametrize("text", LONG_REPORTS_WITH_A_REQUEST_BEFORE_THE_SIGN_OFF)
-def test_a_long_report_hands_over_by_a_request_before_its_last_sentence(
-    decider: MessageDecider, text: str
+@pytest.mark.parametrize(
+    ("text", "before_the_sign_off"),
+    [(text, False) for text in LONG_REPORTS_ENDING_IN_A_REQUEST]
+    + [(text, True) for text in LONG_REPORTS_WITH_A_REQUEST_BEFORE_THE_SIGN_OFF],
+)
+def test_a_long_report_hands_over_by_its_closing_sentences(
+    decider: MessageDecider, text: str, before_the_sign_off: bool
 ) -> None:
     decision = decider.decide(text)
     assert decision.person < DecisionSettings().person_clause_gate  # the whole: the problem
-    assert decision.person_closing >= DecisionSettings().person_closing_confidence
+    if before_the_sign_off:  # read by the closing rule, not the last sentence's clause
+        assert decision.person_closing >= DecisionSettings().person_closing_confidence
     assert decider.hands_over(decision, model_decides=False)
     assert decider.hands_over(decision, model_decides=True)
 
 
-@pytest.mark.parametrize("text", LONG_QUESTIONS_WITH_PEOPLE_AND_A_SIGN_OFF)
-def test_a_long_question_mentioning_a_colleague_and_signed_off_stays_with_the_bot(
+@pytest.mark.parametrize(
+    "text", LONG_QUESTIONS_ABOUT_PEOPLE + LONG_QUESTIONS_WITH_PEOPLE_AND_A_SIGN_OFF
+)
+def test_a_long_question_mentioning_people_stays_with_the_bot(
     decider: MessageDecider, text: str
 ) -> None:
     decision = decider.decide(text)
