@@ -203,12 +203,12 @@ async def _insights(
     until = datetime.now(UTC) + timedelta(seconds=1)
     reporter = reporter_for(runtime.settings, runtime.sessions)
     resolution = {}
-    async with runtime.sessions() as session:
-        for language in [*languages, ""]:
-            prefix = conversation_prefix(day, language)
-            failed = await reporter.unresolved(session, since, until, prefix)
+    for language in [*languages, ""]:
+        prefix = conversation_prefix(day, language)
+        failed = await reporter.unresolved(since, until, prefix)
+        async with runtime.sessions() as session:
             report = await outcome_report(session, since, until, prefix, failed)
-            resolution[language or "all"] = report.resolution_rate
+        resolution[language or "all"] = report.resolution_rate
     gaps = await reporter.report(since, until, conversation_prefix(day), limit=REPORT_GROUPS)
     return Insights(resolution, gaps.groups)
 
