@@ -10,7 +10,8 @@ by a route, failed, interrupted) ends in the same place."""
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -249,22 +250,29 @@ class TurnRunner:
         answer, no model called."""
         assert self.router is not None
         conversation, turn = begun.conversation, begun.turn
-        try:
-            taken = await self.router.take(held, begun, request, route)
-            answer = [AIMessage(taken.notice)] if taken.notice else []
-            await self.store.finish(held, begun, answer, None, [], taken.outcome)
-        except Exception as error:
-            stored_error = self._describe(error)
-            log.error(
-                "turn %s of %s (%s) failed: %s",
-                turn.number,
-                conversation.key,
-                route.kind,
-                stored_error,
-            )
-            await self.store.fail(held, begun, [], "failed", stored_error)
-            self.count("failed", request.channel)
-            return TurnError(conversation.key, turn.number, "failed", True, FAILED_KEPT), None
+        with self._trace(begun, request) as trace:
+            try:
+                taken = await self.router.take(held, begun, request, route)
+                answer = [AIMessage(taken.notice)] if taken.notice else []
+                await self.store.finish(held, begun, answer, None, [], taken.outcome)
+            except Exception as error:
+                stored_error = self._describe(error)
+                log.error(
+                    "turn %s of %s (%s) failed: %s",
+                    turn.number,
+                    conversation.key,
+                    route.kind,
+                    stored_error,
+                )
+                await self.store.fail(held, begun, [], "failed", stored_error)
+                self.count("failed", request.channel)
+                if trace is not None:
+                    trace.failed("failed", stored_error)
+                return TurnError(conversation.key, turn.number, "failed", True, FAILED_KEPT), None
+            if trace is not None:
+                # Quiet while a person has the chat: not an answer of the bot's to score.
+                scored = taken.outcome if taken.outcome != "quiet" else None
+                trace.finish(taken.notice, [], [], None, scored)
         self.count("ok", request.channel)
         reply = TurnReply(
             conversation.key,
@@ -306,6 +314,13 @@ class TurnRunner:
         block: MemoryBlock | None,
         emit_token: Emit | None,
     ) -> TurnDone | TurnError:
+        with self._trace(begun, request) as trace:
+            return await self._traced_answer(held, begun, request, block, emit_token, trace)
+
+    @contextmanager
+    def _trace(self, begun: BegunTurn, request: TurnRequest) -> Iterator[TurnTrace | None]:
+        """The turn's Langfuse trace, its id kept with the turn (every turn has one, the
+        bot's answers and the turns a route took: a handoff's calls go on it too)."""
         conversation = begun.conversation
         with self.tracer.turn(
             conversation.key,
@@ -317,7 +332,7 @@ class TurnRunner:
             request.text,
         ) as trace:
             begun.turn.trace_id = trace.trace_id if trace else None
-            return await self._traced_answer(held, begun, request, block, emit_token, trace)
+            yield trace
 
     async def _traced_answer(
         self,

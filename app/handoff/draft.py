@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
@@ -22,7 +23,7 @@ from app.chat.outcome import answering, outcome_of
 from app.chat.turn import AgentForProfile, run_agent
 from app.chat.types import Citation, citations_of
 from app.db.models import Conversation, Message
-from app.observability.calls import PURPOSE_KEY, UsageCollector
+from app.observability.calls import PURPOSE_KEY
 
 DraftStatus = Literal["drafted", "none", "dismissed", "sent"]
 NOTHING_FOUND = "nothing relevant found"
@@ -115,13 +116,14 @@ async def make_draft(
     conversation: Conversation,
     archive: ConversationArchive,
     working: dict[str, Any],
-    collector: UsageCollector,
+    callbacks: list[BaseCallbackHandler],
     recursion_limit: int,
 ) -> Draft:
     """Run the conversation's agent on `working` (`draft_input`) as a draft: its calls
-    collected by `collector` with the purpose `draft`, nothing stored."""
+    seen by `callbacks` (the usage collector, the trace) with the purpose `draft`,
+    nothing stored."""
     config: RunnableConfig = {
-        "callbacks": [collector],
+        "callbacks": callbacks,
         "recursion_limit": recursion_limit,
         "metadata": {PURPOSE_KEY: DRAFT_PURPOSE, "conversation": conversation.key},
         "run_name": "handoff_draft",

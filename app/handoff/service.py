@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.memory.recall import ConversationArchive
@@ -92,6 +92,7 @@ class Opened:
     handoff: Handoff
     conversation: Conversation
     turn: int
+    trace_id: str | None  # the turn's Langfuse trace: the draft's calls go on it
     draft_input: dict[str, Any] | None
 
 
@@ -206,7 +207,7 @@ class HandoffService:
             opened = await self._open(
                 held,
                 begun.conversation,
-                begun.turn.number,
+                begun.turn,
                 "asked",
                 (request.person, request.author),
                 self._how_sure(decision),
@@ -286,7 +287,7 @@ class HandoffService:
         else:
             return reply, None
         asker = (request.person, request.author)
-        opened = await self._open(held, conversation, turn.number, reason, asker, how_sure)
+        opened = await self._open(held, conversation, turn, reason, asker, how_sure)
         if opened is None:
             return reply, None
         notice = self._takeover_notice(self._language(request.text), request.channel)
@@ -319,6 +320,8 @@ class HandoffService:
         async with self._turns.hold(conversation.key) as held:
             async with held.sessions() as session:
                 turn = await self._last_turn(session, conversation)
+                if turn is None:  # rated a turn, so there is one
+                    return
             how_sure = f"{downs} answers rated 👎"
             asker = (person, None)
             opened = await self._open(held, conversation, turn, "thumbs_down", asker, how_sure)
@@ -430,7 +433,7 @@ class HandoffService:
         self,
         held: HeldConversation,
         conversation: Conversation,
-        turn: int,
+        turn: Turn,
         reason: str,
         asker: tuple[str | None, str | None],
         how_sure: str,
@@ -449,12 +452,20 @@ class HandoffService:
             # Requests for a person and what was said while one had the chat are no topic.
             unanswered = await store.turns_with_outcome(session, conversation.id, store.NOT_BY_BOT)
         if reason == "asked":
-            unanswered.add(turn)
+            unanswered.add(turn.number)
         shown = [m for m in messages if m.turn not in unanswered]
-        collector = UsageCollector(conversation.profile, self._settings.observability)
-        sections = await summarize_for_card(
-            self._model, summary.text if summary else None, shown, {"callbacks": [collector]}
-        )
+        with self._tracer.attached(
+            turn.trace_id, "handoff-card", conversation.key, requested_by
+        ) as trace:
+            collector = UsageCollector(
+                conversation.profile, self._settings.observability, sink=trace
+            )
+            sections = await summarize_for_card(
+                self._model,
+                summary.text if summary else None,
+                shown,
+                {"callbacks": [collector, *([trace] if trace else [])]},
+            )
         base = self._settings.handoff.transcript_base_url.rstrip("/")
         card = build_card(
             conversation,
@@ -475,7 +486,7 @@ class HandoffService:
             if not await store.insert_open(session, handoff):
                 return None
             session.add_all(
-                LLMCall(conversation_id=conversation.id, turn=turn, **call.columns())
+                LLMCall(conversation_id=conversation.id, turn=turn.number, **call.columns())
                 for call in collector.records
             )
             await session.commit()
@@ -485,7 +496,7 @@ class HandoffService:
             if question is not None
             else None
         )
-        return Opened(handoff, conversation, turn, working)
+        return Opened(handoff, conversation, turn.number, turn.trace_id, working)
 
     async def _announce(self, opened: Opened, audience: str) -> None:
         """Count the new handoff, draft its reply and show both to staff (a failure there
@@ -508,27 +519,38 @@ class HandoffService:
         draft that fails or takes too long is "no draft", the reason logged; one a
         shutdown stops is "no draft" too, rather than left drafting."""
         handoff, conversation = opened.handoff, opened.conversation
-        collector = UsageCollector(conversation.profile, self._settings.observability)
         timeout = self._settings.handoff.draft_timeout_seconds
-        try:
-            if opened.draft_input is None:
-                draft = no_draft(NO_QUESTION)
-            elif self.drafter is None or not timeout:
-                draft = no_draft(DRAFTING_OFF)
-            else:
-                archive = ConversationArchive(self._turns.reads, conversation.id)
-                limit = 10 * self._settings.llm.max_agent_steps
-                async with asyncio.timeout(timeout):
-                    draft = await make_draft(
-                        self.drafter, conversation, archive, opened.draft_input, collector, limit
-                    )
-        except asyncio.CancelledError:
-            await self._keep_draft(opened, no_draft(INTERRUPTED), collector)
-            raise
-        except Exception as error:
-            described = redact_secrets(f"{type(error).__name__}: {error}", self._secrets)
-            log.error("the reply to handoff %s was not drafted: %s", handoff.id, described)
-            draft = no_draft(FAILED)
+        trace_span = self._tracer.attached(
+            opened.trace_id, "handoff-draft", conversation.key, handoff.requested_by
+        )
+        with trace_span as trace:
+            collector = UsageCollector(
+                conversation.profile, self._settings.observability, sink=trace
+            )
+            try:
+                if opened.draft_input is None:
+                    draft = no_draft(NO_QUESTION)
+                elif self.drafter is None or not timeout:
+                    draft = no_draft(DRAFTING_OFF)
+                else:
+                    archive = ConversationArchive(self._turns.reads, conversation.id)
+                    limit = 10 * self._settings.llm.max_agent_steps
+                    async with asyncio.timeout(timeout):
+                        draft = await make_draft(
+                            self.drafter,
+                            conversation,
+                            archive,
+                            opened.draft_input,
+                            [collector, *([trace] if trace else [])],
+                            limit,
+                        )
+            except asyncio.CancelledError:
+                await self._keep_draft(opened, no_draft(INTERRUPTED), collector)
+                raise
+            except Exception as error:
+                described = redact_secrets(f"{type(error).__name__}: {error}", self._secrets)
+                log.error("the reply to handoff %s was not drafted: %s", handoff.id, described)
+                draft = no_draft(FAILED)
         await self._keep_draft(opened, draft, collector)
         return draft
 
@@ -571,11 +593,14 @@ class HandoffService:
         return conversation
 
     @staticmethod
-    async def _last_turn(session: AsyncSession, conversation: Conversation) -> int:
-        last = await session.scalar(
-            select(func.max(Turn.number)).where(Turn.conversation_id == conversation.id)
+    async def _last_turn(session: AsyncSession, conversation: Conversation) -> Turn | None:
+        last: Turn | None = await session.scalar(
+            select(Turn)
+            .where(Turn.conversation_id == conversation.id)
+            .order_by(Turn.number.desc())
+            .limit(1)
         )
-        return last or 0
+        return last
 
     async def _add_message(
         self,
@@ -588,10 +613,13 @@ class HandoffService:
         """A message outside the model's turns (a staff reply, a notice), filed under the
         conversation's last turn."""
         async with held.sessions() as session:
-            turn = await self._last_turn(session, conversation)
+            last = await self._last_turn(session, conversation)
             row = {"role": role, "author": author, "content": text}
             message = await queries.add_message(
-                session, conversation, turn, row | {"token_count": count_tokens(text)}
+                session,
+                conversation,
+                last.number if last else 0,
+                row | {"token_count": count_tokens(text)},
             )
             await session.commit()
         return message

@@ -221,16 +221,42 @@ class Tracer:
 
     def tag(self, trace_id: str, tag: str, conversation_key: str, author: str | None) -> None:
         """Add `tag` to a turn's trace after the turn (e.g. `handoff`): a span of its own
-        on that trace carries it, and Langfuse merges a trace's tags. The span belongs to
-        the turn's session and user, as its other spans do (filters by either find it)."""
-        if self._client is not None:
-            from langfuse import propagate_attributes
+        on that trace carries it, and Langfuse merges a trace's tags."""
+        with self.attached(trace_id, tag, conversation_key, author, tags=[tag]):
+            pass
 
-            session_id, user_id = turn_owner(conversation_key, author)
-            with propagate_attributes(
-                session_id=session_id, user_id=user_id, tags=[clip(tag)], trace_name=TRACE_NAME
-            ):
-                self._client.start_observation(trace_context={"trace_id": trace_id}, name=tag).end()
+    @contextmanager
+    def attached(
+        self,
+        trace_id: str | None,
+        name: str,
+        conversation_key: str,
+        author: str | None,
+        tags: Sequence[str] = (),
+    ) -> Iterator[TurnTrace | None]:
+        """Work done for a turn apart from its agent run (a handoff's card summary and
+        drafted reply, a tag): a span `name` on the turn's trace, its LLM calls
+        generations under it, in the turn's session and user (filters by either find
+        it), so that the trace holds every call the database stores for the turn. None
+        when tracing is off or the turn has no trace."""
+        if self._client is None or trace_id is None:
+            yield None
+            return
+        from langfuse import propagate_attributes
+
+        session_id, user_id = turn_owner(conversation_key, author)
+        with (
+            propagate_attributes(
+                session_id=session_id,
+                user_id=user_id,
+                tags=[clip(tag) for tag in tags],
+                trace_name=TRACE_NAME,
+            ),
+            self._client.start_as_current_observation(
+                name=name, as_type="span", trace_context={"trace_id": trace_id}
+            ) as span,
+        ):
+            yield TurnTrace(self, span, trace_id)
 
     def flush(self) -> None:
         """Send what is buffered (spans and scores) and wait for it."""
