@@ -270,8 +270,9 @@ class TurnRunner:
                     trace.failed("failed", stored_error)
                 return TurnError(conversation.key, turn.number, "failed", True, FAILED_KEPT), None
             if trace is not None:
-                # Quiet while a person has the chat: not an answer of the bot's to score.
-                scored = taken.outcome if taken.outcome != "quiet" else None
+                # A request for a person is a turn the bot did not resolve; a message while
+                # a person has the chat, or one giving the bot back, asks the bot nothing.
+                scored = taken.outcome if taken.outcome == "handed_off" else None
                 trace.finish(taken.notice, [], [], None, scored)
         self.count("ok", request.channel)
         reply = TurnReply(

@@ -83,3 +83,11 @@ def test_a_handoffs_card_and_draft_calls_are_on_the_turns_trace(
     assert {t: sorted(p) for t, p in exported.items()} == {t: sorted(p) for t, p in stored.items()}
     assert sorted(p for purposes in stored.values() for p in purposes).count("draft") >= 1
     assert "handoff" in [p for purposes in stored.values() for p in purposes]
+    (asked,) = [t for t, purposes in stored.items() if "handoff" in purposes]
+    tags = {
+        tag
+        for span in exported_spans(local_server)
+        if span["trace_id"] == asked
+        for tag in span.get("langfuse.trace.tags", [])
+    }
+    assert "outcome:handed_off" in tags  # the request the bot did not answer has its trace
