@@ -32,7 +32,7 @@ from knowledge.loaders import (
 from knowledge.roots import OutsideRoots, read_confined
 
 # Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
-INDEX_VERSION = "2"
+INDEX_VERSION = "3"
 EMBED_BATCH = 64
 _POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
 
@@ -172,8 +172,8 @@ class Ingester:
         with ThreadPoolExecutor(1, thread_name_prefix="ingest-write") as writer:
             writing: Future[None] | None = None
             for reading in readings:
-                seen.add(reading.source)
-                self._take(reading, stored.get(reading.source), pending, report)
+                if self._take(reading, stored.get(reading.source), pending, report):
+                    seen.add(reading.source)
                 if sum(len(item.chunks) for item in pending) >= EMBED_BATCH:
                     if writing:
                         writing.result()
@@ -209,16 +209,19 @@ class Ingester:
         previous: tuple[str, int] | None,
         pending: list[_PendingDocument],
         report: IngestReport,
-    ) -> None:
-        """Count a reading, and queue its document to be written when it is new or changed."""
+    ) -> bool:
+        """Count a reading, and queue its document to be written when it is new or changed;
+        False when it has nothing to index (any passages it had are stale: a complete
+        ingest deletes them), True when it stays (one that cannot be read keeps its
+        passages until it can)."""
         if isinstance(reading, Unreadable):
             report.errors[reading.source] = reading.message
-            return
+            return True
         fingerprint = "" if isinstance(reading, Unchanged) else self._fingerprint(reading)
         if isinstance(reading, Unchanged) or (previous and previous[0] == fingerprint):
             report.documents_unchanged += 1
             report.chunks_unchanged += previous[1] if previous else 0
-            return
+            return True
         if reading.passages:
             title = reading.title or reading.location.stem
             language = language_from_path(reading.location)
@@ -234,9 +237,9 @@ class Ingester:
             except LoadError as exc:
                 if exc.nothing_to_index:
                     report.skipped[reading.source] = str(exc)
-                else:
-                    report.errors[reading.source] = str(exc)
-                return
+                    return False
+                report.errors[reading.source] = str(exc)
+                return True
             chunks = chunk_document(document, self.chunk_tokens, self.min_chunk_tokens)
         pending.append(
             _PendingDocument(
@@ -247,6 +250,7 @@ class Ingester:
             report.documents_updated += 1
         else:
             report.documents_added += 1
+        return True
 
     def _fingerprint(self, reading: RawDocument) -> str:
         settings = "|".join(

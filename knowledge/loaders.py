@@ -103,7 +103,7 @@ def parse_document(source: str, location: PurePath, raw: bytes, suffix: str) -> 
         title, language, sections = _load_pdf(raw, location.stem)
     else:
         raise LoadError(f"unsupported file type {suffix!r}")
-    sections = [s for s in sections if s.text.strip()]
+    sections = [s for s in sections if _WORD_CHARACTER.search(s.text)]  # not only a rule
     if not sections:
         raise LoadError("no text of its own (only navigation)", nothing_to_index=True)
     if language == UNKNOWN_LANGUAGE:
@@ -254,6 +254,7 @@ def _load_html(raw: bytes) -> tuple[str, str, list[Section]]:
             table.decompose()  # layout tables left empty once screenshots are gone
     for admonition in body.find_all(class_=_ADMONITION_CLASSES):
         _flatten_admonition(soup, admonition)
+    _drop_link_lines(body)
     markdown = _plain_markdown_converter()().convert_soup(body)
     return title, language, markdown_sections(markdown, parents)
 
@@ -284,6 +285,55 @@ def _soup(raw: bytes) -> "BeautifulSoup":
             from_encoding=encoding.group(1).decode("ascii") if encoding else None,
         )
     return BeautifulSoup(raw, "xml")
+
+
+# Where a line of text ends. Headings, table cells and preformatted text are not looked
+# into: a heading or a cell that is a link is content.
+_BLOCK_TAGS = frozenset(
+    {"address", "article", "aside", "blockquote", "body", "dd", "div", "dl", "dt", "figure"}
+    | {"footer", "form", "header", "hr", "li", "main", "nav", "ol", "p", "section", "ul"}
+    | {"h1", "h2", "h3", "h4", "h5", "h6", "pre", "table"}
+)
+_NOT_LOOKED_INTO = frozenset({"h1", "h2", "h3", "h4", "h5", "h6", "pre", "table"})
+_WORD_CHARACTER = re.compile(r"\w")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _drop_link_lines(body: "Tag") -> None:
+    """Take out lines whose every letter is a link's ("Homepage | Wiki", "Index | Previous
+    | Next", a contents page's "About This Document"): navigation a site's pages repeat,
+    which says nothing of the page and, searched, comes near any question."""
+    from bs4 import Tag
+
+    looked_into = [
+        element
+        for element in body.find_all(_BLOCK_TAGS - _NOT_LOOKED_INTO)
+        if element.find_parent(_NOT_LOOKED_INTO) is None
+    ]
+    for container in [body, *looked_into]:
+        line: list[Any] = []
+        for child in [*container.children, None]:
+            if child is None or (isinstance(child, Tag) and child.name in _BLOCK_TAGS):
+                if line and _all_links(line):
+                    for part in line:
+                        part.extract()
+                line = []
+            else:
+                line.append(child)
+
+
+def _all_links(line: list[Any]) -> bool:
+    from bs4 import Tag
+
+    letters = sum(len(_LETTER.findall(part.get_text())) for part in line)
+    linked = 0
+    for part in line:
+        if isinstance(part, Tag):
+            links = [part] if part.name == "a" else part.find_all("a")
+            linked += sum(
+                len(_LETTER.findall(link.get_text())) for link in links if link.get("href")
+            )
+    return letters > 0 and linked >= letters
 
 
 def _flatten_admonition(soup: "BeautifulSoup", admonition: "Tag") -> None:

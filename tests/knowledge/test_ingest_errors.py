@@ -36,3 +36,30 @@ def test_missing_folder_is_an_error(tmp_path: Path) -> None:
             raise AssertionError("expected FileNotFoundError")
     finally:
         kb.close()
+
+
+def test_a_page_left_with_nothing_to_index_loses_its_passages(tmp_path: Path) -> None:
+    """A page that is now links only (its text moved elsewhere) is skipped and its old
+    passages go; a page that cannot be read keeps its own until it can."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = (
+        "<html><body><h1>Backups</h1><p>GnuCash keeps timestamped backup files.</p>{}</body></html>"
+    )
+    (docs / "backups.html").write_text(page.format(""))
+    (docs / "reports.md").write_text("# Reports\n\nReports are saved as HTML or PDF.\n")
+    kb = KnowledgeBase.open_local(tmp_path / "qdrant", embedder=get_embedder())
+    try:
+        kb.ingest(docs)
+        (docs / "backups.html").write_text(
+            '<html><body><p><a href="b.html">Backups</a></p></body></html>'
+        )
+        (docs / "reports.md").write_bytes(b"\x00\x01 not text")
+        report = kb.ingest(docs)
+        assert set(report.skipped) == {"backups.html"}
+        assert set(report.errors) == {"reports.md"}
+        assert report.documents_deleted == 1
+        sources = {passage.source for passage in kb.search("backup files and reports", 5)}
+        assert sources == {"reports.md"}
+    finally:
+        kb.close()

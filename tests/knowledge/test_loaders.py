@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.chunking import chunk_document, truncate_to_tokens
-from knowledge.loaders import load_document
+from knowledge.loaders import LoadError, load_document
 from knowledge.tokens import count_tokens
 from tests.conftest import FIXTURES
 from tests.knowledge.conftest import GNUCASH
@@ -24,6 +24,39 @@ def test_docbook_page_drops_navigation_and_keeps_structure() -> None:
     assert "- Invoice Information - Type:" in text  # a list item
     assert "Note:" in text  # an admonition, no longer a layout table
     assert "Prev" not in text and "Next" not in text  # navigation header and footer
+
+
+NAVIGATED_PAGE = """<html lang="en"><head><title>Sync</title></head><body>
+<div class="nav"><a href="/">Homepage</a> | <a href="/wiki">Wiki</a></div>
+<p><a href="index.html">Index</a> | <a href="prev.html">Previous</a> |
+<a href="next.html">Next</a></p>
+<div><h1><a href="sync.html">Synchronizing folders</a></h1>
+<a href="about.html">About This Document</a><hr>
+<ol><li><a href="#intro">Introduction</a></li><li><a href="#cmds">Commands</a></li></ol>
+<p>The tool compares two folders. See <a href="compare.html">comparing files</a> for how
+files are compared.</p>
+<table><tr><th>Command</th><th>What it does</th></tr>
+<tr><td><a href="#copy">Copy</a></td><td>copies the selected files</td></tr></table>
+</div></body></html>"""
+
+
+def test_lines_that_are_only_links_are_left_out(tmp_path: Path) -> None:
+    (tmp_path / "sync.html").write_text(NAVIGATED_PAGE, encoding="utf-8")
+    document = load_document(tmp_path / "sync.html", tmp_path)
+    text = "\n".join(section.text for section in document.sections)
+    for navigation in ("Homepage", "Wiki", "Previous", "About This Document", "Introduction"):
+        assert navigation not in text
+    assert "See comparing files for how" in text  # a link inside a sentence stays
+    assert "| Copy | copies the selected files |" in text  # a table's cell is content
+    assert document.sections[0].path == ("Synchronizing folders",)  # a heading that links
+
+
+def test_a_page_of_links_only_has_nothing_to_index(tmp_path: Path) -> None:
+    page = '<html><body><p><a href="a.html">About This Document</a></p><hr></body></html>'
+    (tmp_path / "index.html").write_text(page, encoding="utf-8")
+    with pytest.raises(LoadError) as raised:
+        load_document(tmp_path / "index.html", tmp_path)
+    assert raised.value.nothing_to_index
 
 
 def test_docbook_table_becomes_a_markdown_table() -> None:
