@@ -1,6 +1,7 @@
 """Shared fixtures. No test reaches beyond this machine: sockets to other hosts fail."""
 
 import ipaddress
+import logging
 import secrets
 import shutil
 import socket
@@ -65,6 +66,18 @@ def block_network() -> Iterator[None]:
         patch.setattr(socket.socket, "connect", _guarded_connect)
         patch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
         yield
+
+
+@pytest.fixture(autouse=True)
+def no_log_handler_on_a_closed_stream() -> Iterator[None]:
+    """A command run in-process (`serve` under CliRunner) points the root logger at the
+    stream it was given, closed once the command returns: a later test's log line must not
+    be written there (Python then prints a "Logging error" traceback into its output)."""
+    yield
+    root = logging.getLogger()
+    for handler in root.handlers[:]:
+        if getattr(getattr(handler, "stream", None), "closed", False):
+            root.removeHandler(handler)
 
 
 def _admin(sql: str) -> None:
