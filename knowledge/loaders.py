@@ -325,6 +325,8 @@ def _drop_link_lines(body: "Tag") -> None:
 def _all_links(line: list[Any]) -> bool:
     from bs4 import Tag
 
+    if any(isinstance(part, Tag) and part.find(_BLOCK_TAGS) for part in line):
+        return False  # a link around paragraphs (a card with its description) is content
     letters = sum(len(_LETTER.findall(part.get_text())) for part in line)
     linked = 0
     for part in line:

@@ -35,6 +35,7 @@ NAVIGATED_PAGE = """<html lang="en"><head><title>Sync</title></head><body>
 <ol><li><a href="#intro">Introduction</a></li><li><a href="#cmds">Commands</a></li></ol>
 <p>The tool compares two folders. See <a href="compare.html">comparing files</a> for how
 files are compared.</p>
+<a href="compare.html"><h2>Comparing</h2><p>How two files are found equal.</p></a>
 <table><tr><th>Command</th><th>What it does</th></tr>
 <tr><td><a href="#copy">Copy</a></td><td>copies the selected files</td></tr></table>
 </div></body></html>"""
@@ -48,6 +49,7 @@ def test_lines_that_are_only_links_are_left_out(tmp_path: Path) -> None:
         assert navigation not in text
     assert "See comparing files for how" in text  # a link inside a sentence stays
     assert "| Copy | copies the selected files |" in text  # a table's cell is content
+    assert "How two files are found equal." in text  # a link around a paragraph too
     assert document.sections[0].path == ("Synchronizing folders",)  # a heading that links
 
 
