@@ -363,7 +363,7 @@ class TurnRunner:
         remembered = tuple(block.item_ids) if block else ()
         try:
             async with deadline:
-                result = await self._run_agent(held, begun, collector, trace, on_token)
+                result = await self._run_agent(held, begun, collector, on_token)
             # Memory may have removed or replaced loaded messages: new ones have new ids.
             loaded = {m.id for m in begun.working["messages"]}
             new_messages = [m for m in result["messages"] if m.id not in loaded]
@@ -465,12 +465,11 @@ class TurnRunner:
         held: HeldConversation,
         begun: BegunTurn,
         collector: UsageCollector,
-        trace: TurnTrace | None,
         on_token: OnToken | None,
     ) -> dict[str, Any]:
         conversation, turn = begun.conversation, begun.turn
         config: RunnableConfig = {
-            "callbacks": [collector, *([trace] if trace else [])],
+            "callbacks": collector.callbacks,
             # A backstop only: StepLimitMiddleware ends the turn with an answer first.
             "recursion_limit": 10 * self.settings.llm.max_agent_steps,
             "metadata": {"conversation": conversation.key, "turn": turn.number},

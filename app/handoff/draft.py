@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
@@ -23,7 +22,7 @@ from app.chat.outcome import answering, outcome_of
 from app.chat.turn import AgentForProfile, run_agent
 from app.chat.types import Citation, citations_of
 from app.db.models import Conversation, Message
-from app.observability.calls import PURPOSE_KEY
+from app.observability.calls import PURPOSE_KEY, UsageCollector
 
 DraftStatus = Literal["drafted", "none", "dismissed", "sent"]
 NOTHING_FOUND = "nothing relevant found"
@@ -116,14 +115,13 @@ async def make_draft(
     conversation: Conversation,
     archive: ConversationArchive,
     working: dict[str, Any],
-    callbacks: list[BaseCallbackHandler],
+    collector: UsageCollector,
     recursion_limit: int,
 ) -> Draft:
     """Run the conversation's agent on `working` (`draft_input`) as a draft: its calls
-    seen by `callbacks` (the usage collector, the trace) with the purpose `draft`,
-    nothing stored."""
+    collected by `collector` (and its trace) with the purpose `draft`, nothing stored."""
     config: RunnableConfig = {
-        "callbacks": callbacks,
+        "callbacks": collector.callbacks,
         "recursion_limit": recursion_limit,
         "metadata": {PURPOSE_KEY: DRAFT_PURPOSE, "conversation": conversation.key},
         "run_name": "handoff_draft",

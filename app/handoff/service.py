@@ -464,7 +464,7 @@ class HandoffService:
                 self._model,
                 summary.text if summary else None,
                 shown,
-                {"callbacks": [collector, *([trace] if trace else [])]},
+                {"callbacks": collector.callbacks},
             )
         base = self._settings.handoff.transcript_base_url.rstrip("/")
         card = build_card(
@@ -520,10 +520,9 @@ class HandoffService:
         shutdown stops is "no draft" too, rather than left drafting."""
         handoff, conversation = opened.handoff, opened.conversation
         timeout = self._settings.handoff.draft_timeout_seconds
-        trace_span = self._tracer.attached(
+        with self._tracer.attached(
             opened.trace_id, "handoff-draft", conversation.key, handoff.requested_by
-        )
-        with trace_span as trace:
+        ) as trace:
             collector = UsageCollector(
                 conversation.profile, self._settings.observability, sink=trace
             )
@@ -541,7 +540,7 @@ class HandoffService:
                             conversation,
                             archive,
                             opened.draft_input,
-                            [collector, *([trace] if trace else [])],
+                            collector,
                             limit,
                         )
             except asyncio.CancelledError:

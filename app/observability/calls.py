@@ -121,6 +121,13 @@ class UsageCollector(InlineHandler):
         self._sink = sink
         self._started: dict[UUID, _Started] = {}
 
+    @property
+    def callbacks(self) -> list[BaseCallbackHandler]:
+        """What a run's config hands LangChain: this collector, and its sink when that is a
+        callback handler too (the turn's trace, which also records steps and tools)."""
+        sink = self._sink
+        return [self, *([sink] if isinstance(sink, BaseCallbackHandler) else [])]
+
     def on_chat_model_start(
         self,
         serialized: dict[str, Any],
