@@ -310,32 +310,31 @@ def _drop_link_lines(body: "Tag") -> None:
         for element in body.find_all(_BLOCK_TAGS - _NOT_LOOKED_INTO)
         if element.find_parent(_NOT_LOOKED_INTO) is None
     ]
+
+    def is_block(child: Any) -> bool:
+        return isinstance(child, Tag) and child.name in _BLOCK_TAGS
+
     for container in [body, *looked_into]:
-        line: list[Any] = []
-        for child in [*container.children, None]:
-            if child is None or (isinstance(child, Tag) and child.name in _BLOCK_TAGS):
-                if line and _all_links(line):
-                    for part in line:
-                        part.extract()
-                line = []
-            else:
-                line.append(child)
+        runs = itertools.groupby(list(container.children), key=is_block)
+        for line in (list(run) for block, run in runs if not block):
+            if _all_links(line):
+                for part in line:
+                    part.extract()
 
 
 def _all_links(line: list[Any]) -> bool:
     from bs4 import Tag
 
-    if any(isinstance(part, Tag) and part.find(_BLOCK_TAGS) for part in line):
+    tags = [part for part in line if isinstance(part, Tag)]
+    if any(tag.find(_BLOCK_TAGS) for tag in tags):
         return False  # a link around paragraphs (a card with its description) is content
-    letters = sum(len(_LETTER.findall(part.get_text())) for part in line)
-    linked = 0
-    for part in line:
-        if isinstance(part, Tag):
-            links = [part] if part.name == "a" else part.find_all("a")
-            linked += sum(
-                len(_LETTER.findall(link.get_text())) for link in links if link.get("href")
-            )
-    return letters > 0 and linked >= letters
+    links = [link for tag in tags for link in ([tag] if tag.name == "a" else tag.find_all("a"))]
+    letters = sum(_letters(part.get_text()) for part in line)
+    return letters > 0 and sum(_letters(a.get_text()) for a in links if a.get("href")) >= letters
+
+
+def _letters(text: str) -> int:
+    return len(_LETTER.findall(text))
 
 
 def _flatten_admonition(soup: "BeautifulSoup", admonition: "Tag") -> None:
