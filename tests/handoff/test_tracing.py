@@ -91,3 +91,35 @@ def test_a_handoffs_card_and_draft_calls_are_on_the_turns_trace(
         for tag in span.get("langfuse.trace.tags", [])
     }
     assert "outcome:handed_off" in tags  # the request the bot did not answer has its trace
+
+
+def test_with_langfuse_down_a_handoff_still_gets_its_card_and_draft(
+    settings: Settings, sample_index: Path, local_server: LocalServer
+) -> None:
+    """Langfuse answering 502 to every export: the spans of the card and the draft are
+    lost, the handoff, its draft and their stored calls are not."""
+    local_server.status = 502
+    settings.langfuse = LangfuseSettings(
+        public_key=f"pk-lf-{uuid.uuid4().hex}",
+        secret_key="sk-lf-test",
+        base_url=local_server.url,
+        shutdown_timeout_seconds=1,
+    )
+    use_staff_and_client(settings)
+    key = "api:acme:langfuse-down"
+    with make_client(settings, sample_index) as client:
+        say(client, key, ANSWERED)
+        handoff = handed_over(client, key)
+    assert handoff["draft"]["status"] == "drafted"
+    assert handoff["draft"]["citations"]
+    engine = create_engine(sync_url(settings.db.url))
+    with engine.connect() as connection:
+        purposes = set(
+            connection.scalars(
+                select(LLMCall.purpose)
+                .join(Conversation, Conversation.id == LLMCall.conversation_id)
+                .where(Conversation.key == key)
+            )
+        )
+    engine.dispose()
+    assert {"handoff", "draft"} <= purposes
