@@ -169,6 +169,11 @@ def describe_setup(
         fused.append(f"WordLlama ×{knowledge.static_weight:g}")
     if fused:
         search += f" + {' + '.join(fused)} for queries in `{knowledge.language}`"
+    if knowledge.crosslingual_weight:
+        search += (
+            f"; + multilingual USE ×{knowledge.crosslingual_weight:g} for queries in a "
+            "language no page is in"
+        )
     price = settings.observability.prices.get(config.price)
     first = [r for r in rows if r.profile == config.profiles[0] and r.repeat == 0]
     searches = sum(r.searches for r in first) / len(first)

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from knowledge.keywords import KeywordIndex
-
 if TYPE_CHECKING:
     from qdrant_client import models
 
@@ -63,7 +61,8 @@ class VectorQuery:
     """A search: the dense vector, or (`sparse` given) Qdrant's RRF of the dense and the
     sparse candidates, each `limit` deep; `where` filters in the engine, as does `any_of`
     (a point matching one of its fields passes); `group_by` makes the engine return at
-    most `group_size` points per value of that field."""
+    most `group_size` points per value of that field; `payload`: the payload fields
+    returned (None: all)."""
 
     dense: list[float]
     limit: int
@@ -73,6 +72,7 @@ class VectorQuery:
     with_dense: bool = False
     group_by: str | None = None
     group_size: int = 1
+    payload: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,9 @@ class KnowledgeClient(abc.ABC):
 
     location: str
     users: int = 1
-    # (collection, language, with WordLlama) -> (points when built, time of the last check,
-    # index)
-    keyword_indexes: dict[tuple[str, str, bool], tuple[int, float, KeywordIndex]] = field(
-        default_factory=dict
-    )
+    # Indexes built in this process from a collection's payloads (`knowledge.store`):
+    # (collection, what it is...) -> (points when built, time of the last check, index)
+    keyword_indexes: dict[tuple[Any, ...], tuple[int, float, Any]] = field(default_factory=dict)
     lock: contextlib.AbstractContextManager[Any] = field(
         default_factory=threading.RLock, init=False
     )

@@ -186,7 +186,7 @@ class EdgeStore(KnowledgeClient):
                 limit=query.limit,
                 query=dense,
                 filter=query_filter,
-                with_payload=True,
+                with_payload=query.payload or True,
                 with_vector=vectors,
             )
         else:
@@ -202,7 +202,7 @@ class EdgeStore(KnowledgeClient):
                     ),
                 ],
                 query=edge.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub omits Rrf
-                with_payload=True,
+                with_payload=query.payload or True,
                 with_vector=vectors,
             )
         return [_scored(point) for point in self._shard(name).query(request)]

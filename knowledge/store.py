@@ -6,7 +6,8 @@ the same code over `knowledge.client.KnowledgeClient`. A search uses the dense v
 query is also scored in this process by BM25 and, in English, WordLlama
 (`knowledge.keywords`) over the passages in its own language (the documentation's,
 `language`, or another the collection holds pages in), and the scores are added
-(`keyword_weight`, `static_weight`).
+(`keyword_weight`, `static_weight`); a query in a language no page is written in is scored
+by a multilingual embedder instead (`knowledge.crosslingual`, `crosslingual_weight`).
 Ingestion is `knowledge.ingest`, counting `knowledge.stats`, the shared client
 `knowledge.client`; a `KnowledgeBase` offers all three over one client. One module: the
 search's signals are fused in one place.
@@ -14,14 +15,14 @@ search's signals are fused in one place.
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from knowledge import sparse, stores, team_answers
+from knowledge import crosslingual, sparse, stores, team_answers
 from knowledge.calibration.collection import (
     CollectionCalibration,
     calibrate_collection,
@@ -42,6 +43,10 @@ from knowledge.sources import remove as remove_passages
 from knowledge.stats import KnowledgeStats, collection_stats
 from knowledge.types import Passage
 
+IndexT = TypeVar("IndexT")
+# What a passage is made of (`_passage_of`).
+PASSAGE_FIELDS = ["text", "title", "heading", "source", "language"]
+
 # A search fetches this many candidates per passage it returns, to spread them over pages.
 CANDIDATES_PER_PASSAGE = 8
 # How long a keyword index is trusted before the collection's size is checked again (another
@@ -53,6 +58,10 @@ DEFAULT_KEYWORD_WEIGHT = 0.03
 # WordLlama adds static_weight × (its cosine's z-score over the passages): 0.005 makes two
 # standard deviations worth a third of BM25's best. Chosen on the dev conversations.
 DEFAULT_STATIC_WEIGHT = 0.005
+# For a question in a language no page is written in: cosine + this × USE's cosine
+# (`knowledge.crosslingual`). Chosen on the development and first held-out question sets of
+# three corpora (docs/knowledge.md#your-documentation).
+DEFAULT_CROSSLINGUAL_WEIGHT = 0.2
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,7 @@ class SearchOptions:
     language: str = "en"  # the documentation's: searches take its pages beside the query's
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT
     static_weight: float = DEFAULT_STATIC_WEIGHT
+    crosslingual_weight: float = DEFAULT_CROSSLINGUAL_WEIGHT
     passages_per_page: int = 1
     # Let Qdrant group candidates by page (`query_points_groups`): a server's. Qdrant Edge
     # has no grouping (and qdrant-client's local mode scores and copies every point for
@@ -96,7 +106,12 @@ class KnowledgeBase:
         self.embedder = embedder or get_embedder(DEFAULT_EMBEDDER)
         self.options = options or SearchOptions(group_in_qdrant=knowledge.groups_in_engine)
         self.ingester = Ingester(
-            knowledge, self.embedder, chunk_tokens, min_chunk_tokens, embed_tokens
+            knowledge,
+            self.embedder,
+            chunk_tokens,
+            min_chunk_tokens,
+            embed_tokens,
+            crosslingual.second_embedder(self.embedder),
         )
         self._owns_client = owns_client
         # Where the calibration bank's vectors are kept (the embedder's cache folder).
@@ -142,6 +157,7 @@ class KnowledgeBase:
                 language=settings.language,
                 keyword_weight=settings.keyword_weight,
                 static_weight=settings.static_weight,
+                crosslingual_weight=settings.crosslingual_weight,
                 passages_per_page=settings.passages_per_page,
                 group_in_qdrant=knowledge.groups_in_engine,
             ),
@@ -345,8 +361,10 @@ class KnowledgeBase:
             return []
         points = self._points(name, query, dense, depth, languages)
         candidates = [_passage(point, dense if self.hybrid else None) for point in points]
-        if words_language := self._keyword_language(query, language):
-            ids = [str(point.id) for point in points]
+        ids = [str(point.id) for point in points]
+        if self._across_languages(name, query):
+            candidates = self._with_crosslingual(name, query, languages, ids, candidates, depth)
+        elif words_language := self._keyword_language(query, language):
             candidates = self._with_keywords(name, query, words_language, ids, candidates, depth)
         return _spread_over_pages(candidates, k, self.passages_per_page)
 
@@ -365,8 +383,54 @@ class KnowledgeBase:
                 with_dense=self.hybrid,
                 group_by="source" if self.options.group_in_qdrant else None,
                 group_size=self.passages_per_page,
+                payload=PASSAGE_FIELDS,  # not the multilingual vector (1.4 kB a point)
             ),
         )
+
+    def _across_languages(self, name: str, query: str) -> bool:
+        """Whether the query is in a language none of the collection's pages is written in
+        (and the second view of the passages is on). A query in the documentation's
+        language is taken to have pages in it, without building the index to check."""
+        if self.options.crosslingual_weight <= 0 or self.ingester.second is None:
+            return False
+        asked = query_language(query, self.language)
+        if asked == self.language:
+            return False
+        return asked not in self._crosslingual_index(name).page_languages
+
+    def _with_crosslingual(
+        self,
+        name: str,
+        query: str,
+        languages: list[str],
+        ids: list[str],
+        dense: list[Passage],
+        depth: int,
+    ) -> list[Passage]:
+        """Dense candidates and USE's nearest, scored cosine + weight × USE's cosine. A
+        passage one of them did not find gets that one's lowest score among its
+        candidates (and, not found by e5, no similarity: it passes no threshold)."""
+        second = self.ingester.second
+        assert second is not None  # `_across_languages` checked it
+        vector = np.asarray(second.embed_query(query), dtype=np.float32)
+        nearest = self._crosslingual_index(name).search(vector, languages, depth)
+        if not nearest:
+            return dense
+        dense_floor = min((passage.score for passage in dense), default=0.0)
+        second_floor = min(hit.score for hit in nearest.values())
+        scored = {point_id: passage for point_id, passage in zip(ids, dense, strict=True)}
+        for point_id, hit in nearest.items():
+            scored.setdefault(point_id, replace(hit.passage, score=dense_floor, similarity=0.0))
+        weight = self.options.crosslingual_weight
+        fused = [
+            replace(
+                passage,
+                score=passage.score
+                + weight * (nearest[point_id].score if point_id in nearest else second_floor),
+            )
+            for point_id, passage in scored.items()
+        ]
+        return sorted(fused, key=lambda passage: passage.score, reverse=True)
 
     def _keyword_language(self, query: str, language: str | None) -> str | None:
         """The language whose passages BM25 (and WordLlama) score the query in: the
@@ -418,28 +482,43 @@ class KnowledgeBase:
         return sorted(fused, key=lambda passage: passage.score, reverse=True)
 
     def _keyword_index(self, name: str, language: str) -> KeywordIndex:
-        """The in-process index of the collection's passages in `language`: built on first
-        use, rebuilt when the collection's size changes (checked every few seconds)."""
-        key = (name, language, self._uses_static(language))
+        """The in-process index of the collection's passages in `language`."""
+        static = self._uses_static(language)
+        return self._in_process(
+            (name, language, static),
+            lambda: KeywordIndex(
+                (
+                    (str(point_id), _passage_of(payload))
+                    for point_id, payload in self.knowledge.scroll(name, PASSAGE_FIELDS)
+                    if payload.get("language") == language
+                ),
+                language,
+                static=static,
+            ),
+        )
+
+    def _crosslingual_index(self, name: str) -> crosslingual.CrosslingualIndex:
+        """The in-process matrix of the collection's USE vectors."""
+        return self._in_process(
+            (name, crosslingual.FIELD),
+            lambda: crosslingual.CrosslingualIndex(
+                self.knowledge.scroll(name, crosslingual.PAYLOAD_FIELDS), team_answers.ROOT
+            ),
+        )
+
+    def _in_process(self, key: tuple[Any, ...], build: Callable[[], IndexT]) -> IndexT:
+        """An index built in this process from the collection's payloads (`key` names it,
+        the collection first): built on first use, rebuilt when the collection's size
+        changes (checked every few seconds)."""
         now = time.monotonic()
         cached = self.knowledge.keyword_indexes.get(key)
         if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
-            return cached[2]
-        points = self.knowledge.count(name)
+            return cast(IndexT, cached[2])
+        points = self.knowledge.count(key[0])
         if cached and cached[0] == points:
             self.knowledge.keyword_indexes[key] = (points, now, cached[2])
-            return cached[2]
-        index = KeywordIndex(
-            (
-                (str(point_id), _passage_of(payload))
-                for point_id, payload in self.knowledge.scroll(
-                    name, ["text", "title", "heading", "source", "language"]
-                )
-                if payload.get("language") == language
-            ),
-            language,
-            static=self._uses_static(language),
-        )
+            return cast(IndexT, cached[2])
+        index = build()
         self.knowledge.keyword_indexes[key] = (points, now, index)
         return index
 

@@ -67,9 +67,11 @@ def test_an_english_query_adds_bm25_to_the_dense_score(knowledge_base: Knowledge
     assert best.score <= by_source[best.source] + knowledge_base.keyword_weight + 1e-6
 
 
-def test_a_query_in_a_language_no_page_is_written_in_is_searched_dense_only(
+def test_a_query_in_a_language_no_page_is_written_in_gets_no_keyword_score(
     knowledge_base: KnowledgeBase,
 ) -> None:
+    """BM25 knows one language's words: over English pages a German question's would
+    only add noise (its multilingual view: tests/knowledge/test_crosslingual.py)."""
     query = "Wie exportiere ich alle Buchungen als CSV-Datei für die Tabelle?"
     dense = knowledge_base.with_options(keyword_weight=0.0).search(query, 4)
     assert knowledge_base.search(query, 4) == dense
