@@ -390,8 +390,9 @@ class KnowledgeBase:
     def _across_languages(self, name: str, query: str) -> bool:
         """Whether the query is in a language none of the collection's pages is written in
         (and the second view of the passages is on). A query in the documentation's
-        language is taken to have pages in it, without building the index to check."""
-        if self.options.crosslingual_weight <= 0 or self.ingester.second is None:
+        language is taken to have pages in it, without building the index to check. Not
+        in hybrid mode: its scores are fused ranks, to which a cosine cannot be added."""
+        if self.options.crosslingual_weight <= 0 or self.ingester.second is None or self.hybrid:
             return False
         asked = query_language(query, self.language)
         if asked == self.language:

@@ -155,3 +155,13 @@ def test_the_index_searches_the_languages_asked_and_team_answers_in_any() -> Non
     assert list(index.search(_use("Как создать счёт?"), ["en"], 1)) == nearest_first[:1]
     every = index.search(_use("Как создать счёт?"), ["de", "en"], 5)
     assert set(every) == {"invoice", "rechnung", "answer"} and len(index) == 3
+
+
+def test_hybrid_search_keeps_its_fused_ranks(sample: KnowledgeBase) -> None:
+    """Qdrant's hybrid scores are reciprocal ranks: a cosine added to them would outweigh
+    them, so a hybrid search takes no second view."""
+    question = "Wie lange ist der Download-Link eines Exports gültig?"
+    hybrid = sample.with_options(hybrid=True)
+    assert hybrid.search(question, 4) == hybrid.with_options(crosslingual_weight=0.0).search(
+        question, 4
+    )
