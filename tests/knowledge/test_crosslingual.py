@@ -26,10 +26,15 @@ def _use(text: str) -> np.ndarray:
     return _unit(get_embedder("use").embed_query(text))
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
-    """The sample knowledge base (English and Russian pages), ingested once."""
-    kb = KnowledgeBase.open_local(tmp_path_factory.mktemp("qdrant"), collection="sample")
+@pytest.fixture(scope="module", params=["edge", "qdrant-local"])
+def sample(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[KnowledgeBase]:
+    """The sample knowledge base (English and Russian pages), ingested once into Qdrant
+    Edge and once through qdrant-client (a server's code path, in its local mode)."""
+    kb = KnowledgeBase.open_local(
+        tmp_path_factory.mktemp("qdrant"), collection="sample", engine=request.param
+    )
     kb.ingest(SAMPLE)
     yield kb
     kb.close()
