@@ -94,7 +94,7 @@ class KnowledgeClient(abc.ABC):
     users: int = 1
     # Indexes built in this process from a collection's payloads (`knowledge.store`):
     # (collection, what it is...) -> (points when built, time of the last check, index)
-    keyword_indexes: dict[tuple[Any, ...], tuple[int, float, Any]] = field(default_factory=dict)
+    payload_indexes: dict[tuple[Any, ...], tuple[int, float, Any]] = field(default_factory=dict)
     lock: contextlib.AbstractContextManager[Any] = field(
         default_factory=threading.RLock, init=False
     )
@@ -125,9 +125,9 @@ class KnowledgeClient(abc.ABC):
         return None
 
     def forget_indexes(self, collection: str) -> None:
-        """Drop the keyword indexes of a collection whose passages changed."""
-        for key in [key for key in self.keyword_indexes if key[0] == collection]:
-            del self.keyword_indexes[key]
+        """Drop the in-process indexes of a collection whose passages changed."""
+        for key in [key for key in self.payload_indexes if key[0] == collection]:
+            del self.payload_indexes[key]
 
     def ping(self) -> bool:
         """Whether the store answers (/readyz reports it)."""

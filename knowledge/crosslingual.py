@@ -17,17 +17,18 @@ question needs it, as `knowledge.keywords` does for BM25.
 import base64
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from knowledge.embeddings import Embedder, UniversalSentenceEncoder, get_embedder
 from knowledge.keywords import KeywordHit
-from knowledge.types import Passage
+from knowledge.types import PASSAGE_FIELDS, Passage, passage_of
 
 FIELD = "crosslingual"
 EMBEDDER = "use"
 # What a passage needs in its payload to be searched here (and then shown as a passage).
-PAYLOAD_FIELDS = ["text", "title", "heading", "source", "language", "root", FIELD]
+PAYLOAD_FIELDS = [*PASSAGE_FIELDS, "root", FIELD]
 
 
 def second_embedder(primary: Embedder) -> Embedder | None:
@@ -61,7 +62,7 @@ class CrosslingualIndex:
     searched in any language and are no pages."""
 
     def __init__(
-        self, points: Iterable[tuple[str, dict[str, object]]], any_language_root: str
+        self, points: Iterable[tuple[str, dict[str, Any]]], any_language_root: str
     ) -> None:
         entries: list[_Entry] = []
         rows: list[np.ndarray] = []
@@ -74,14 +75,7 @@ class CrosslingualIndex:
             vector = payload.get(FIELD)
             if not isinstance(vector, str):
                 continue  # ingested before the field existed: e5 alone finds it
-            passage = Passage(
-                text=str(payload.get("text", "")),
-                title=str(payload.get("title", "")),
-                heading=str(payload.get("heading", "")),
-                source=str(payload.get("source", "")),
-                language=language,
-            )
-            entries.append(_Entry(point_id, passage, root))
+            entries.append(_Entry(point_id, passage_of(payload), root))
             rows.append(decoded(vector))
         self._entries = entries
         matrix = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)

@@ -126,8 +126,9 @@ class Ingester:
     chunk_tokens: int = 350
     min_chunk_tokens: int = 30
     embed_tokens: int = 128
-    # Its vectors are stored in each passage's payload too (`knowledge.crosslingual`).
-    second: Embedder | None = None
+    # The multilingual embedder whose vectors each passage's payload also holds
+    # (`knowledge.crosslingual`).
+    crosslingual: Embedder | None = None
 
     def ingest(
         self,
@@ -332,11 +333,11 @@ class Ingester:
         report.chunks_added += len(points)
 
     def _vectors(self, texts: list[str]) -> list[tuple[Any, str | None]]:
-        """Each text's dense vector and, with a second embedder, its encoded vector."""
+        """Each text's dense vector and, with a multilingual embedder, its encoded vector."""
         dense = self.embedder.embed_passages(texts)
-        if self.second is None:
+        if self.crosslingual is None:
             return [(vector, None) for vector in dense]
-        seconds = crosslingual.encoded(np.asarray(self.second.embed_passages(texts)))
+        seconds = crosslingual.encoded(np.asarray(self.crosslingual.embed_passages(texts)))
         return list(zip(dense, seconds, strict=True))
 
     def _delete_document(self, name: str, root: str, source: str) -> None:

@@ -35,17 +35,15 @@ from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from knowledge.graph_cache import GraphCache, default_cache_folder
 from knowledge.ingest import CALIBRATING, Ingester, IngestReport, ProgressCallback, Reading
 from knowledge.ingest import discover_files as discover_files  # evals imports it from here
-from knowledge.keywords import KeywordIndex, query_language
+from knowledge.keywords import KeywordHit, KeywordIndex, query_language
 from knowledge.loaders import UNKNOWN_LANGUAGE
 from knowledge.settings import KnowledgeSettings
 from knowledge.sources import Removed, replace_sample
 from knowledge.sources import remove as remove_passages
 from knowledge.stats import KnowledgeStats, collection_stats
-from knowledge.types import Passage
+from knowledge.types import PASSAGE_FIELDS, Passage, passage_of
 
 IndexT = TypeVar("IndexT")
-# What a passage is made of (`_passage_of`).
-PASSAGE_FIELDS = ["text", "title", "heading", "source", "language"]
 
 # A search fetches this many candidates per passage it returns, to spread them over pages.
 CANDIDATES_PER_PASSAGE = 8
@@ -105,13 +103,16 @@ class KnowledgeBase:
         self.collection = collection
         self.embedder = embedder or get_embedder(DEFAULT_EMBEDDER)
         self.options = options or SearchOptions(group_in_qdrant=knowledge.groups_in_engine)
+        # The multilingual embedder: ingest stores its vectors, a search across languages
+        # embeds the query with it (`knowledge.crosslingual`).
+        self.crosslingual = crosslingual.second_embedder(self.embedder)
         self.ingester = Ingester(
             knowledge,
             self.embedder,
             chunk_tokens,
             min_chunk_tokens,
             embed_tokens,
-            crosslingual.second_embedder(self.embedder),
+            self.crosslingual,
         )
         self._owns_client = owns_client
         # Where the calibration bank's vectors are kept (the embedder's cache folder).
@@ -352,20 +353,17 @@ class KnowledgeBase:
         # documentation's: an English question is not answered from the German manual, a
         # German one may be. A team answer is taken in any language (its nearness across
         # languages is the question's own, knowledge/evidence.py).
-        languages = (
-            [language]
-            if language
-            else sorted({query_language(query, self.language), self.language, UNKNOWN_LANGUAGE})
-        )
+        asked = query_language(query, self.language)
+        languages = [language] if language else sorted({asked, self.language, UNKNOWN_LANGUAGE})
         if not self.knowledge.collection_exists(name):
             return []
         points = self._points(name, query, dense, depth, languages)
         candidates = [_passage(point, dense if self.hybrid else None) for point in points]
         ids = [str(point.id) for point in points]
-        if self._across_languages(name, query):
+        if self._across_languages(name, asked):
             candidates = self._with_crosslingual(name, query, languages, ids, candidates, depth)
-        elif words_language := self._keyword_language(query, language):
-            candidates = self._with_keywords(name, query, words_language, ids, candidates, depth)
+        elif self._scores_words(asked, language):
+            candidates = self._with_keywords(name, query, asked, ids, candidates, depth)
         return _spread_over_pages(candidates, k, self.passages_per_page)
 
     def _points(
@@ -387,14 +385,14 @@ class KnowledgeBase:
             ),
         )
 
-    def _across_languages(self, name: str, query: str) -> bool:
-        """Whether the query is in a language none of the collection's pages is written in
-        (and the second view of the passages is on). A query in the documentation's
-        language is taken to have pages in it, without building the index to check. Not
-        in hybrid mode: its scores are fused ranks, to which a cosine cannot be added."""
-        if self.options.crosslingual_weight <= 0 or self.ingester.second is None or self.hybrid:
+    def _across_languages(self, name: str, asked: str) -> bool:
+        """Whether a query in language `asked` is in one none of the collection's pages is
+        written in (and the second view of the passages is on). A query in the
+        documentation's language is taken to have pages in it, without building the index
+        to check. Not in hybrid mode: its scores are fused ranks, to which a cosine cannot
+        be added."""
+        if self.crosslingual is None or self.options.crosslingual_weight <= 0 or self.hybrid:
             return False
-        asked = query_language(query, self.language)
         if asked == self.language:
             return False
         return asked not in self._crosslingual_index(name).page_languages
@@ -408,41 +406,32 @@ class KnowledgeBase:
         dense: list[Passage],
         depth: int,
     ) -> list[Passage]:
-        """Dense candidates and USE's nearest, scored cosine + weight × USE's cosine. A
-        passage one of them did not find gets that one's lowest score among its
-        candidates (and, not found by e5, no similarity: it passes no threshold)."""
-        second = self.ingester.second
-        assert second is not None  # `_across_languages` checked it
-        vector = np.asarray(second.embed_query(query), dtype=np.float32)
+        """Dense candidates and USE's nearest, scored cosine + weight × USE's cosine (a
+        passage USE did not find: the lowest of its nearest)."""
+        assert self.crosslingual is not None  # `_across_languages` checked it
+        vector = np.asarray(self.crosslingual.embed_query(query), dtype=np.float32)
         nearest = self._crosslingual_index(name).search(vector, languages, depth)
         if not nearest:
             return dense
-        dense_floor = min((passage.score for passage in dense), default=0.0)
-        second_floor = min(hit.score for hit in nearest.values())
-        scored = {point_id: passage for point_id, passage in zip(ids, dense, strict=True)}
-        for point_id, hit in nearest.items():
-            scored.setdefault(point_id, replace(hit.passage, score=dense_floor, similarity=0.0))
+        floor = min(hit.score for hit in nearest.values())
         weight = self.options.crosslingual_weight
-        fused = [
-            replace(
-                passage,
-                score=passage.score
-                + weight * (nearest[point_id].score if point_id in nearest else second_floor),
-            )
-            for point_id, passage in scored.items()
-        ]
-        return sorted(fused, key=lambda passage: passage.score, reverse=True)
+        return _fused(
+            ids,
+            dense,
+            nearest,
+            lambda point_id: weight * (nearest[point_id].score if point_id in nearest else floor),
+        )
 
-    def _keyword_language(self, query: str, language: str | None) -> str | None:
-        """The language whose passages BM25 (and WordLlama) score the query in: the
-        query's own. They know the words of one language: they help a query in it and
+    def _scores_words(self, asked: str, language: str | None) -> bool:
+        """Whether BM25 (and WordLlama) score the query, over the passages in its own
+        language `asked`. They know the words of one language: they help a query in it and
         hurt one in another (docs/knowledge.md), so a query is scored against the pages
         written in its language, the documentation's or another the collection also
-        holds (a German question, the German manual); none: dense only."""
-        asked = query_language(query, self.language)
+        holds (a German question, the German manual); a search filtered to another
+        language: dense only."""
         if language not in (None, asked):
-            return None
-        return asked if self.keyword_weight > 0 or self._uses_static(asked) else None
+            return False
+        return self.keyword_weight > 0 or self._uses_static(asked)
 
     def _uses_static(self, language: str) -> bool:
         return self.static_weight > 0 and language == "en"  # WordLlama is English
@@ -457,30 +446,19 @@ class KnowledgeBase:
         depth: int,
     ) -> list[Passage]:
         """Dense candidates and the best of BM25 and WordLlama, scored cosine + weight ×
-        relative BM25 + weight × WordLlama's z-score. A passage the dense search did not
-        find gets the lowest cosine among its candidates as its score, and no similarity
-        (0.0): what BM25 alone found never passes a relevance threshold on a made-up
-        number."""
+        relative BM25 + weight × WordLlama's z-score."""
         index = self._keyword_index(name, language)
         keyword = dict(index.search(query, depth)) if self.keyword_weight > 0 else {}
         static = dict(index.static_search(query, depth)) if self._uses_static(language) else {}
         if not keyword and not static:
             return dense
-        floor = min((passage.score for passage in dense), default=0.0)
-        scored = {point_id: passage for point_id, passage in zip(ids, dense, strict=True)}
-        for point_id, hit in (keyword | static).items():
-            scored.setdefault(point_id, replace(hit.passage, score=floor, similarity=0.0))
 
         def extra(point_id: str) -> float:
             words = keyword[point_id].score if point_id in keyword else 0.0
             nearness = static[point_id].score if point_id in static else 0.0
             return self.keyword_weight * words + self.static_weight * nearness
 
-        fused = [
-            replace(passage, score=passage.score + extra(point_id))
-            for point_id, passage in scored.items()
-        ]
-        return sorted(fused, key=lambda passage: passage.score, reverse=True)
+        return _fused(ids, dense, keyword | static, extra)
 
     def _keyword_index(self, name: str, language: str) -> KeywordIndex:
         """The in-process index of the collection's passages in `language`."""
@@ -489,7 +467,7 @@ class KnowledgeBase:
             (name, language, static),
             lambda: KeywordIndex(
                 (
-                    (str(point_id), _passage_of(payload))
+                    (str(point_id), passage_of(payload))
                     for point_id, payload in self.knowledge.scroll(name, PASSAGE_FIELDS)
                     if payload.get("language") == language
                 ),
@@ -512,16 +490,38 @@ class KnowledgeBase:
         the collection first): built on first use, rebuilt when the collection's size
         changes (checked every few seconds)."""
         now = time.monotonic()
-        cached = self.knowledge.keyword_indexes.get(key)
+        cached = self.knowledge.payload_indexes.get(key)
         if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
             return cast(IndexT, cached[2])
         points = self.knowledge.count(key[0])
         if cached and cached[0] == points:
-            self.knowledge.keyword_indexes[key] = (points, now, cached[2])
+            self.knowledge.payload_indexes[key] = (points, now, cached[2])
             return cast(IndexT, cached[2])
         index = build()
-        self.knowledge.keyword_indexes[key] = (points, now, index)
+        self.knowledge.payload_indexes[key] = (points, now, index)
         return index
+
+
+def _fused(
+    ids: list[str],
+    dense: list[Passage],
+    found: dict[str, KeywordHit],
+    extra: Callable[[str], float],
+) -> list[Passage]:
+    """The dense candidates (`ids` their point ids) and the passages another signal
+    `found`, each scored its cosine + `extra(point id)`, best first. A passage the dense
+    search did not find gets the lowest score among its candidates, and no similarity
+    (0.0): what another signal alone found never passes a relevance threshold on a
+    made-up number."""
+    floor = min((passage.score for passage in dense), default=0.0)
+    scored = dict(zip(ids, dense, strict=True))
+    for point_id, hit in found.items():
+        scored.setdefault(point_id, replace(hit.passage, score=floor, similarity=0.0))
+    fused = [
+        replace(passage, score=passage.score + extra(point_id))
+        for point_id, passage in scored.items()
+    ]
+    return sorted(fused, key=lambda passage: passage.score, reverse=True)
 
 
 def _spread_over_pages(candidates: list[Passage], k: int, per_page: int) -> list[Passage]:
@@ -546,14 +546,4 @@ def _passage(point: ScoredPoint, dense: list[float] | None = None) -> Passage:
         vectors = point.vector if isinstance(point.vector, dict) else {}
         vector = vectors.get(DENSE)
         similarity = float(np.dot(vector, dense)) if isinstance(vector, list) else 0.0
-    return replace(_passage_of(point.payload or {}), score=score, similarity=similarity)
-
-
-def _passage_of(payload: dict[str, Any]) -> Passage:
-    return Passage(
-        text=payload.get("text", ""),
-        title=payload.get("title", ""),
-        heading=payload.get("heading", ""),
-        source=payload.get("source", ""),
-        language=payload.get("language", ""),
-    )
+    return replace(passage_of(point.payload or {}), score=score, similarity=similarity)

@@ -119,7 +119,6 @@ def test_passages_ingested_before_the_second_view_are_searched_by_e5_alone(
     kb = KnowledgeBase.open_local(tmp_path / "qdrant", collection="old")
     try:
         kb.ingest(SAMPLE / "en")
-        kb.knowledge.keyword_indexes.clear()
         # As an ingest before the field existed wrote them: no multilingual vector.
         without = [
             (point_id, {k: v for k, v in payload.items() if k != crosslingual.FIELD})
