@@ -2,7 +2,9 @@
 concurrent turns, in memory and in a real Redis server."""
 
 import asyncio
+from pathlib import Path
 
+import coredis
 import pytest
 from fastapi import HTTPException
 from limits import parse
@@ -11,6 +13,7 @@ from pydantic import ValidationError
 
 from app.api.rate_limits import CounterStorage, Reservation, TurnLimits, shared_storage
 from app.settings import ApiSettings
+from tests.conftest import redis_server
 
 
 async def test_expired_counters_leave_the_storage() -> None:
@@ -117,6 +120,22 @@ async def test_concurrent_turns_start_only_on_budget_left_for_each(
     given = await outcomes(limits, "backend:shop", 50)
     running = [outcome for outcome in given if isinstance(outcome, Reservation)]
     assert len(running) == 3 and given.count(429) == 47
+
+
+async def test_the_first_concurrent_turns_on_a_new_redis_count_once(tmp_path: Path) -> None:
+    """On a server that has run no turn yet, concurrent turns find the rate limits' scripts
+    loaded: no NOSCRIPT reply drops the connection they share (and resends their hits)."""
+    with redis_server(tmp_path) as port:
+        url = f"redis://127.0.0.1:{port}/1"
+        settings = ApiSettings(
+            caller_token_budget="3000/hour",
+            turn_token_estimate=1000,
+            rate_limit_storage_url=f"async+{url}",
+        )
+        given = await outcomes(TurnLimits(settings, metrics_enabled=False), "backend:shop", 50)
+        errors = await coredis.Redis.from_url(url, decode_responses=True).info("errorstats")
+    assert not any("NOSCRIPT" in name for name in errors), errors
+    assert sum(isinstance(outcome, Reservation) for outcome in given) == 3
 
 
 async def test_a_reservation_is_settled_by_what_the_turn_spent(

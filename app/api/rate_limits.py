@@ -6,6 +6,7 @@ address; never the `author` a body names. The counters live in this process's me
 (`CounterStorage`), or in the Redis SUPPORTBOT_API__RATE_LIMIT_STORAGE_URL names,
 so that replicas count together."""
 
+import asyncio
 import heapq
 import math
 import time
@@ -182,6 +183,22 @@ class TurnLimits:
         self._tokens = parse_many(settings.caller_token_budget)
         self._estimate = settings.turn_token_estimate
         self._metrics = metrics_enabled
+        self._scripts_loaded = not isinstance(storage, RedisStorage)
+        self._loading_scripts = asyncio.Lock()
+
+    async def _load_scripts(self) -> None:
+        """Load `limits`' Lua scripts into Redis before the first turn. A script the server
+        does not know yet is refused (NOSCRIPT), and the client then drops the connection
+        its concurrent commands share: they are sent again, and a hit that had been counted
+        counts twice. (After the server restarts, its first concurrent turns may still.)"""
+        async with self._loading_scripts:
+            if self._scripts_loaded:
+                return
+            assert isinstance(self._storage, RedisStorage)
+            bridge = self._storage.bridge
+            for source in (bridge.SCRIPT_ACQUIRE_SLIDING_WINDOW, bridge.SCRIPT_SLIDING_WINDOW):
+                await bridge.get_connection().script_load(source)
+            self._scripts_loaded = True
 
     def _refuse(self, scope: str, reset_time: float, why: str) -> HTTPException:
         wait = max(1, math.ceil(reset_time - time.time()))
@@ -206,6 +223,8 @@ class TurnLimits:
             for scope, identity in (("conversation", conversation_key), ("caller", caller))
             for item in self._turns[scope]
         ] + [(item, "tokens", caller, min(self._estimate, item.amount)) for item in self._tokens]
+        if not self._scripts_loaded:
+            await self._load_scripts()
         taken: list[tuple[RateLimitItem, str, str, int]] = []
         try:
             for item, scope, identity, cost in wanted:
