@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, status
 from limits import RateLimitItem, parse_many
 from limits.aio.storage import MemoryStorage, RedisStorage, SlidingWindowCounterSupport, Storage
+from limits.aio.storage.redis.coredis import CoredisBridge
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from limits.storage.base import TimestampedSlidingWindow
 from prometheus_client import Counter
@@ -196,6 +197,7 @@ class TurnLimits:
                 return
             assert isinstance(self._storage, RedisStorage)
             bridge = self._storage.bridge
+            assert isinstance(bridge, CoredisBridge)  # the client an async+redis:// URI makes
             for source in (bridge.SCRIPT_ACQUIRE_SLIDING_WINDOW, bridge.SCRIPT_SLIDING_WINDOW):
                 await bridge.get_connection().script_load(source)
             self._scripts_loaded = True
