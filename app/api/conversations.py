@@ -35,6 +35,7 @@ from app.chat.types import (
     TurnRequest,
     TurnToken,
     UnknownProfile,
+    ask_command,
     citations_of,
 )
 from app.db.models import Conversation, Feedback, Message
@@ -102,12 +103,14 @@ async def checked_turn(
         raise HTTPException(status.HTTP_403_FORBIDDEN, refused)
     if body.audience == "staff" and not caller.is_staff:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "the staff audience needs staff credentials")
+    ask, text = ask_command(body.text)
     request = TurnRequest(
         channel=caller.channel,
         conversation_key=key,
         audience=body.audience,
         author=caller.name if caller.is_staff else body.author,
-        text=body.text,
+        text=text,
+        ask=ask,
         memory_scope=memory_scope(caller, body.person),
     )
     chat.validate(request)

@@ -1,6 +1,7 @@
 """What goes into a turn and what comes out of it: the request, the reply, the events a
 streaming caller receives, and the errors."""
 
+import re
 from base64 import b64encode
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,20 @@ class UnknownProfile(ValueError):
 class ImageInput:
     data: bytes
     mime_type: str = "image/jpeg"
+
+
+# `/ask` written at the start of a message (HTTP has no commands; Telegram's own handler
+# takes the command off), optionally addressed to a bot by name as Telegram writes it.
+_ASK_COMMAND = re.compile(r"\s*/ask(?:@\w+)?(?:\s+|$)")
+
+
+def ask_command(text: str) -> tuple[bool, str]:
+    """Whether the message starts with the `/ask` command, and what it asks without the
+    command (a command with nothing after it stays as written)."""
+    command = _ASK_COMMAND.match(text)
+    if command is None:
+        return False, text
+    return True, text[command.end() :] or text
 
 
 @dataclass(frozen=True)

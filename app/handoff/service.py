@@ -154,7 +154,7 @@ class HandoffService:
         """What the message is, worked out before the turn holds the conversation, when
         `route` may need it: for an audience handed over, unless addressed with /ask (then
         `route` decides only if no person has the chat)."""
-        if not self.enabled(request.audience) or self._addressed(request):
+        if not self.enabled(request.audience) or request.ask:
             return None
         return await asyncio.to_thread(self.decider.decide, request.text)
 
@@ -172,7 +172,7 @@ class HandoffService:
         `after_answer` needs."""
         active = await store.holding(session, conversation.key, store.people_of(request))
         enabled = self.enabled(request.audience)
-        if active is not None and self._addressed(request):
+        if active is not None and request.ask:
             return Route("bot", BotTurn(during_handoff=active.status)) if enabled else BOT
         if active is None and not enabled:
             return BOT
@@ -192,11 +192,6 @@ class HandoffService:
         if own and active.status == "open" and self.decider.gives_bot_back(decision):
             return Route("bot_back", (decision, active))
         return Route("quiet", active)
-
-    @staticmethod
-    def _addressed(request: TurnRequest) -> bool:
-        # Telegram's /ask handler sets `ask`; over HTTP the message starts with it.
-        return request.ask or request.text.lstrip().startswith("/ask")
 
     async def take(
         self, held: HeldConversation, begun: BegunTurn, request: TurnRequest, route: Route
