@@ -52,6 +52,7 @@ from app.start_up_errors import InvalidSetting, one_line
 from knowledge import stores
 from knowledge.client import KnowledgeClient
 from knowledge.embeddings import embedder_name
+from knowledge.evidence import MIN_COVERAGE, QUOTE_COVERAGE
 from knowledge.relevance import RelevanceThresholds
 from knowledge.scope import DocumentationScope, documentation_scope
 from knowledge.store import KnowledgeBase
@@ -121,6 +122,9 @@ def agent_factory(
         language=knowledge.language,
         relevance=relevance_in_force(knowledge, retriever),
         scope=scope,
+        # A model reads the passages it is handed; the offline model quotes them as they
+        # stand, so it is handed only those that hold every word asked (evidence.py).
+        min_coverage=QUOTE_COVERAGE if settings.llm.model == OFFLINE else MIN_COVERAGE,
     )
     # A profile with a results policy has ResultBudgetMiddleware render the passages under
     # its budget: its search leaves them unrendered rather than render them twice.

@@ -7,7 +7,7 @@ from langchain.agents.middleware import ToolRetryMiddleware
 from langchain_core.tools import BaseTool, tool
 
 from app.settings import LLMSettings
-from knowledge.evidence import holds, leads
+from knowledge.evidence import MIN_COVERAGE, holds, leads
 from knowledge.format import format_passages
 from knowledge.keywords import query_language
 from knowledge.loaders import UNKNOWN_LANGUAGE
@@ -79,13 +79,20 @@ NOTHING_ANSWERS = (
 
 
 def answering_passages(
-    query: str, relevant: list[Passage], found: list[Passage], documentation_language: str
+    query: str,
+    relevant: list[Passage],
+    found: list[Passage],
+    documentation_language: str,
+    min_coverage: float = MIN_COVERAGE,
 ) -> list[Passage]:
-    """The relevant passages that hold what the query asks (knowledge/evidence.py), when
-    the first of them leads every other page's passage among all `found`; else none."""
+    """The relevant passages that hold `min_coverage` of what the query asks
+    (knowledge/evidence.py), when the first of them leads every other page's passage among
+    all `found`; else none."""
     language = query_language(query, documentation_language)
     answering = [
-        p for p in relevant if holds(query, language, p, _language_of(p, documentation_language))
+        p
+        for p in relevant
+        if holds(query, language, p, _language_of(p, documentation_language), min_coverage)
     ]
     return answering if answering and leads(answering[0], found) else []
 
@@ -119,12 +126,14 @@ def knowledge_search_tool(
     language: str = "en",
     relevance: Callable[[], RelevanceThresholds | None] | None = None,
     scope: DocumentationScope | None = None,
+    min_coverage: float = MIN_COVERAGE,
 ) -> BaseTool:
-    """The search tool: only relevant passages that hold what the query asks reach the
-    model as passages (and the turn's citations); when none does but one page passed the
-    "related" threshold, the pages found are offered as possibly related (`SUGGESTED`),
-    in search order; none tells it that the documentation has nothing on the query, as
-    does a query outside the collection's `scope` (when it has one). `relevance` gives
+    """The search tool: only relevant passages that hold what the query asks
+    (`min_coverage` of its words) reach the model as passages (and the turn's citations);
+    when none does but one page passed the "related" threshold, the pages found are
+    offered as possibly related (`SUGGESTED`), in search order; none tells it that the
+    documentation has nothing on the query, as does a query outside the collection's
+    `scope` (when it has one). `relevance` gives
     the thresholds in force (the collection's calibration, or the configured ones);
     without any (a collection not calibrated yet, a retriever that keeps no calibration)
     every passage found is passed on, as found. `token_budget` None: found passages are
@@ -143,7 +152,11 @@ def knowledge_search_tool(
         passages = relevant_passages(found, threshold)
         if passages and scope is not None and not scope.covers(query):
             found = passages = []
-        answering = answering_passages(query, passages, found, language) if thresholds else passages
+        answering = (
+            answering_passages(query, passages, found, language, min_coverage)
+            if thresholds
+            else passages
+        )
         if not answering:
             near = thresholds.related_for_query(query) if thresholds else 0.0
             # One page near enough to be related: the pages found with it are offered in

@@ -1,6 +1,8 @@
 """The search tool: it tells the model to query in the documentation's language, and only
 passages relevant enough (the knowledge base's threshold) reach the model."""
 
+from functools import partial
+
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
@@ -8,6 +10,7 @@ from langchain_core.tools import BaseTool
 from app.agent.tools import knowledge_search_tool
 from app.chat.outcome import outcome_of
 from app.settings import KnowledgeSettings
+from knowledge.evidence import QUOTE_COVERAGE
 from knowledge.relevance import RelevanceThresholds
 from knowledge.types import Passage, Retriever
 
@@ -193,6 +196,26 @@ def test_of_near_passages_those_holding_the_question_answer_it() -> None:
     assert [p["source"] for p in result.artifact] == ["en/record-payment.md"]
     assert not any(p.get("suggested") for p in result.artifact)
     assert outcome_of([result]) == "answered"
+
+
+def test_a_passage_holding_part_of_the_question_answers_a_model_that_reads_it_only() -> None:
+    """Two of three asked words ("record", "partial"; not "refund"): a model that reads the
+    passage is handed it; the offline model, which would quote it as the answer, gets the
+    page offered."""
+    question = "How do I record a partial refund?"
+    tool = partial(knowledge_search_tool, _Pages(_USERS, _PARTIAL), 4, 500)
+    relevance = RelevanceThresholds(0.8)
+
+    reading = _call(tool(relevance=lambda: relevance), question)
+    quoting = _call(tool(relevance=lambda: relevance, min_coverage=QUOTE_COVERAGE), question)
+
+    assert [(p["source"], p.get("suggested")) for p in reading.artifact] == [
+        ("en/record-payment.md", None)
+    ]
+    assert outcome_of([reading]) == "answered"
+    assert [p["source"] for p in quoting.artifact] == ["en/users-roles.md", "en/record-payment.md"]
+    assert all(p["suggested"] for p in quoting.artifact)
+    assert outcome_of([quoting]) == "not_found"
 
 
 def test_a_passage_in_another_language_than_the_question_is_only_offered() -> None:

@@ -48,6 +48,23 @@ def test_a_question_about_something_the_docs_lack_is_not_answered_from_a_near_pa
     assert not any(line.strip("-*0123456789. ") in reply["text"] for line in quoted)
 
 
+def test_a_section_holding_only_part_of_the_question_is_offered_not_quoted(
+    client: TestClient,
+) -> None:
+    """The "Edit a customer" steps hold "customer" and "update" but nothing of invoices
+    already sent: quoted, they read as the answer to a question they do not answer."""
+    reply = _ask(
+        client,
+        "Our customer moved offices. If I update his address, do the invoices we already "
+        "sent change too?",
+        "moved",
+    )
+
+    assert reply["text"].startswith("I am not sure"), reply["text"]
+    assert "click Save" not in reply["text"]
+    assert "en/customers.md" in [c["source"] for c in reply["citations"]][:3]
+
+
 def test_the_german_invoice_question_is_not_refused(client: TestClient) -> None:
     reply = _ask(client, "Wie erstelle ich eine Rechnung?", "rechnung")
 

@@ -65,7 +65,7 @@ def first_sync(client: TestClient) -> dict[str, Any]:
 
 
 def refund_answer(client: TestClient, conversation: str) -> dict[str, Any]:
-    turn = {"audience": "client", "author": "Ann", "text": "How many days do refunds take?"}
+    turn = {"audience": "client", "author": "Ann", "text": "When does a refund arrive?"}
     answered = client.post(f"/v1/conversations/{conversation}/messages", json=turn, headers=SHOP)
     assert answered.status_code == 200, answered.text
     reply: dict[str, Any] = answered.json()

