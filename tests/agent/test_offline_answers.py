@@ -107,6 +107,24 @@ def test_without_steps_it_quotes_the_best_matching_sentences_in_order() -> None:
     )
 
 
+def test_a_table_is_quoted_by_its_rows_that_fit_the_question() -> None:
+    shortcuts = {
+        "text": "| Key | Action |\n|---|---|\n| F3 | View file |\n"
+        "| Ctrl+U | Swap panels (the left panel's directory swaps with the right one's) |\n"
+        "| Ctrl+Q | Quick view of the selected file |",
+        "title": "Shortcuts",
+        "heading": "Shortcuts > Main window",
+        "source": "help/shortcuts.html",
+        "score": 0.9,
+    }
+    model = OfflineChatModel(answer_sentences=1)
+    _, answer = turn("keyboard shortcut to swap the left and right panel?", [shortcuts], model)
+
+    assert answer.split("\n\n")[0] == (
+        "- Ctrl+U | Swap panels (the left panel's directory swaps with the right one's)"
+    )
+
+
 def test_when_the_search_returns_nothing_relevant_the_documentation_is_said_to_lack_it() -> None:
     _, answer = turn("What will the weather be like in Berlin tomorrow?", [])
 

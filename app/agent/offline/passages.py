@@ -17,6 +17,7 @@ _STEP = re.compile(r"^\s*\d+[.)]\s+(.*)")
 _BULLET = re.compile(r"^\s*[-*+]\s+(.*)")
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _HEADING = re.compile(r"^\s*#+\s")
+_TABLE_RULE = re.compile(r"^[\s|:-]*$")  # a Markdown table's line under its header
 MENU_ARROW = "→"
 
 _SUFFIXES = ("ing", "ed", "es", "s")
@@ -63,18 +64,22 @@ def passage_text(passage: dict[str, Any]) -> str:
 class Block:
     """A paragraph, a list item or a numbered step of a passage, as plain text."""
 
-    kind: str  # "text", "bullet" or "step"
+    kind: str  # "text", "bullet", "step" or "row" (a table's, its cells joined)
     text: str
 
 
 def blocks_of(text: str) -> list[Block]:
-    """The passage's paragraphs and list items in order; emphasis markers go, menu paths
-    and everything else stay as written."""
+    """The passage's paragraphs, list items and table rows in order; emphasis markers go,
+    menu paths and everything else stay as written."""
     blocks: list[list[str]] = []  # [kind, line, line, …]
     for raw in text.splitlines():
         line = _EMPHASIS.sub("", _QUOTE.sub("", raw)).rstrip()
-        if not line.strip() or _HEADING.match(line) or line.lstrip().startswith("|"):
+        if not line.strip() or _HEADING.match(line) or _TABLE_RULE.match(line):
             blocks.append([])
+            continue
+        if line.lstrip().startswith("|"):  # a row stands alone: the next line is not its
+            cells = (cell.strip() for cell in line.strip().strip("|").split("|"))
+            blocks += [["row", " | ".join(cell for cell in cells if cell)], []]
             continue
         if step := _STEP.match(line):
             blocks.append(["step", step[1]])
@@ -109,8 +114,9 @@ def _step_runs(blocks: list[Block]) -> list[tuple[str | None, list[str]]]:
 
 def excerpt(question: str, text: str, *, sentences: int, max_steps: int) -> str:
     """The passage's steps in order when it has steps that fit the question, else its
-    best-matching `sentences` in the document's order; menu paths are kept as written.
-    Empty when the passage has nothing to quote (a table, a list of links)."""
+    best-matching `sentences` (a list item or a table row counting as one) in the
+    document's order; menu paths are kept as written. Empty when the passage has nothing
+    to quote (a list of links)."""
     asked = stems_of(question)
     blocks = blocks_of(text)
 
@@ -128,7 +134,9 @@ def excerpt(question: str, text: str, *, sentences: int, max_steps: int) -> str:
         (block.kind, sentence)
         for block in blocks
         if block.kind != "step"
-        for sentence in ([block.text] if block.kind == "bullet" else sentences_of(block.text))
+        for sentence in (
+            [block.text] if block.kind in ("bullet", "row") else sentences_of(block.text)
+        )
     ]
     ranked = sorted(range(len(units)), key=lambda i: fit(units[i][1]), reverse=True)
     best = ranked[:sentences]
@@ -137,7 +145,7 @@ def excerpt(question: str, text: str, *, sentences: int, max_steps: int) -> str:
     lines: list[str] = []
     for index in chosen:
         kind, sentence = units[index]
-        if kind == "bullet":
+        if kind in ("bullet", "row"):
             lines.append(f"- {sentence}")
         elif lines and not lines[-1].startswith("- "):
             lines[-1] += f" {sentence}"
