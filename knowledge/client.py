@@ -98,6 +98,14 @@ class KnowledgeClient(abc.ABC):
     lock: contextlib.AbstractContextManager[Any] = field(
         default_factory=threading.RLock, init=False
     )
+    # One build of an index at a time: concurrent first searches wait for it.
+    _index_builds: dict[tuple[Any, ...], threading.Lock] = field(default_factory=dict, init=False)
+    _index_builds_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def building(self, key: tuple[Any, ...]) -> threading.Lock:
+        """The lock a build of the in-process index `key` holds."""
+        with self._index_builds_lock:
+            return self._index_builds.setdefault(key, threading.Lock())
 
     @property
     def local(self) -> bool:

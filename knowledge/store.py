@@ -488,18 +488,23 @@ class KnowledgeBase:
     def _in_process(self, key: tuple[Any, ...], build: Callable[[], IndexT]) -> IndexT:
         """An index built in this process from the collection's payloads (`key` names it,
         the collection first): built on first use, rebuilt when the collection's size
-        changes (checked every few seconds)."""
-        now = time.monotonic()
+        changes (checked every few seconds); searches that need it meanwhile wait for
+        that one build rather than each build it."""
         cached = self.knowledge.payload_indexes.get(key)
-        if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
+        if cached and time.monotonic() - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
             return cast(IndexT, cached[2])
-        points = self.knowledge.count(key[0])
-        if cached and cached[0] == points:
-            self.knowledge.payload_indexes[key] = (points, now, cached[2])
-            return cast(IndexT, cached[2])
-        index = build()
-        self.knowledge.payload_indexes[key] = (points, now, index)
-        return index
+        with self.knowledge.building(key):
+            now = time.monotonic()
+            cached = self.knowledge.payload_indexes.get(key)  # built while this one waited
+            if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
+                return cast(IndexT, cached[2])
+            points = self.knowledge.count(key[0])
+            if cached and cached[0] == points:
+                self.knowledge.payload_indexes[key] = (points, now, cached[2])
+                return cast(IndexT, cached[2])
+            index = build()
+            self.knowledge.payload_indexes[key] = (points, now, index)
+            return index
 
 
 def _fused(

@@ -2,7 +2,9 @@
 passage's payload at ingest, added to the dense score only for a question in a language
 no page is written in."""
 
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -172,3 +174,21 @@ def test_hybrid_search_keeps_its_fused_ranks(sample: KnowledgeBase) -> None:
         (p.source, p.score)
         for p in hybrid.with_options(crosslingual_weight=0.0).search(question, 4)
     ]
+
+
+def test_concurrent_searches_that_need_an_index_wait_for_its_one_build(
+    sample: KnowledgeBase,
+) -> None:
+    """Four searches needing an in-process index nobody has built yet (the first questions
+    after a start or an ingest): one builds it, the others wait and use it."""
+    builds: list[float] = []
+
+    def build() -> object:
+        builds.append(time.monotonic())
+        time.sleep(0.2)  # long enough for the other searches to ask for it meanwhile
+        return object()
+
+    with ThreadPoolExecutor(4) as pool:
+        indexes = list(pool.map(lambda _: sample._in_process(("sample", "built"), build), range(4)))
+    assert len(builds) == 1
+    assert all(index is indexes[0] for index in indexes)
