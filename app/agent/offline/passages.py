@@ -62,7 +62,8 @@ def passage_text(passage: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Block:
-    """A paragraph, a list item or a numbered step of a passage, as plain text."""
+    """A paragraph, a list item, a numbered step or a table row of a passage, as plain
+    text."""
 
     kind: str  # "text", "bullet", "step" or "row" (a table's, its cells joined)
     text: str
@@ -77,7 +78,7 @@ def blocks_of(text: str) -> list[Block]:
         if not line.strip() or _HEADING.match(line) or _TABLE_RULE.match(line):
             blocks.append([])
             continue
-        if line.lstrip().startswith("|"):  # a row stands alone: the next line is not its
+        if line.lstrip().startswith("|"):  # a block of its own: no line continues a row
             cells = (cell.strip() for cell in line.strip().strip("|").split("|"))
             blocks += [["row", " | ".join(cell for cell in cells if cell)], []]
             continue
