@@ -16,13 +16,12 @@ question needs it, as `knowledge.keywords` does for BM25.
 
 import base64
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from knowledge.embeddings import Embedder, UniversalSentenceEncoder, get_embedder
-from knowledge.keywords import KeywordHit
+from knowledge.keywords import KeywordHit, best_hits, unit_rows
 from knowledge.types import PASSAGE_FIELDS, Passage, passage_of
 
 FIELD = "crosslingual"
@@ -49,13 +48,6 @@ def decoded(value: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(value), dtype=np.float16).astype(np.float32)
 
 
-@dataclass(frozen=True)
-class _Entry:
-    point_id: str
-    passage: Passage
-    root: str
-
-
 class CrosslingualIndex:
     """The collection's passages that carry a USE vector, as unit rows; and the languages
     its pages are written in. Passages under `any_language_root` (team answers) are
@@ -64,47 +56,38 @@ class CrosslingualIndex:
     def __init__(
         self, points: Iterable[tuple[str, dict[str, Any]]], any_language_root: str
     ) -> None:
-        entries: list[_Entry] = []
+        self._ids: list[str] = []
+        self._passages: list[Passage] = []
+        any_language: list[bool] = []
         rows: list[np.ndarray] = []
         self.page_languages: set[str] = set()
         for point_id, payload in points:
-            root = str(payload.get("root", ""))
-            language = str(payload.get("language", ""))
-            if root != any_language_root:
-                self.page_languages.add(language)
+            in_any_language = payload.get("root") == any_language_root
+            if not in_any_language:
+                self.page_languages.add(str(payload.get("language", "")))
             vector = payload.get(FIELD)
             if not isinstance(vector, str):
                 continue  # ingested before the field existed: e5 alone finds it
-            entries.append(_Entry(point_id, passage_of(payload), root))
+            self._ids.append(point_id)
+            self._passages.append(passage_of(payload))
+            any_language.append(in_any_language)
             rows.append(decoded(vector))
-        self._entries = entries
-        matrix = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        self._matrix = matrix / np.where(norms == 0, 1.0, norms)
-        self._languages = np.array([entry.passage.language for entry in entries])
-        self._any_language = np.array(
-            [entry.root == any_language_root for entry in entries], dtype=bool
-        )
+        self._matrix = unit_rows(np.stack(rows)) if rows else np.zeros((0, 1), np.float32)
+        self._languages = np.array([passage.language for passage in self._passages])
+        self._any_language = np.array(any_language, dtype=bool)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._ids)
 
     def search(
         self, vector: np.ndarray, languages: Sequence[str], limit: int
     ) -> dict[str, KeywordHit]:
         """The `limit` nearest passages in `languages` (or under `any_language_root`), by
         cosine."""
-        if not self._entries:
+        if not self._ids:
             return {}
-        query = np.asarray(vector, dtype=np.float32)
-        query = query / (float(np.linalg.norm(query)) or 1.0)
+        query = unit_rows(np.asarray(vector, dtype=np.float32)[None, :])[0]
         allowed = np.isin(self._languages, list(languages)) | self._any_language
         cosines = np.where(allowed, self._matrix @ query, -np.inf)
         count = min(limit, int(allowed.sum()))
-        if count == 0:
-            return {}
-        top = np.argpartition(-cosines, count - 1)[:count]
-        return {
-            self._entries[i].point_id: KeywordHit(self._entries[i].passage, float(cosines[i]))
-            for i in top[np.argsort(-cosines[top])]
-        }
+        return dict(best_hits(self._ids, self._passages, cosines, count))

@@ -14,7 +14,7 @@ Built from the collection's payloads when a search first needs them.
 import json
 import logging
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -124,7 +124,7 @@ class KeywordIndex:
             self._model.index(self._tokenize(corpus), show_progress=False)
         self._static: np.ndarray | None = None
         if static and items:
-            self._static = _unit_rows(np.asarray(wordllama().embed(corpus), dtype=np.float32))
+            self._static = unit_rows(np.asarray(wordllama().embed(corpus), dtype=np.float32))
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -139,16 +139,11 @@ class KeywordIndex:
         standard deviations its cosine lies above the mean over all passages."""
         if self._static is None:
             return []
-        vector = _unit_rows(np.asarray(wordllama().embed([query]), dtype=np.float32))[0]
+        vector = unit_rows(np.asarray(wordllama().embed([query]), dtype=np.float32))[0]
         cosines = self._static @ vector
         spread = float(cosines.std()) or 1.0
         scores = (cosines - float(cosines.mean())) / spread
-        return self._best(scores, limit)
-
-    def _best(self, scores: np.ndarray, limit: int) -> list[tuple[str, KeywordHit]]:
-        top = np.argpartition(-scores, min(limit, len(scores) - 1))[:limit]
-        top = top[np.argsort(-scores[top])]
-        return [(self.ids[i], KeywordHit(self.passages[i], float(scores[i]))) for i in top]
+        return best_hits(self.ids, self.passages, scores, limit)
 
     def search(self, query: str, limit: int) -> list[tuple[str, KeywordHit]]:
         """The `limit` best (point id, hit) pairs with a BM25 score above zero, each scored
@@ -165,11 +160,22 @@ class KeywordIndex:
         best = float(scores.max())
         if best <= 0:
             return []
-        return [
-            (point_id, hit) for point_id, hit in self._best(scores / best, limit) if hit.score > 0
-        ]
+        relative = best_hits(self.ids, self.passages, scores / best, limit)
+        return [(point_id, hit) for point_id, hit in relative if hit.score > 0]
 
 
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms == 0, 1.0, norms)
+
+
+def best_hits(
+    ids: Sequence[str], passages: Sequence[Passage], scores: np.ndarray, limit: int
+) -> list[tuple[str, KeywordHit]]:
+    """The `limit` best-scored passages (scores aligned with `ids` and `passages`), best
+    first, as (point id, hit)."""
+    if limit <= 0 or not len(scores):
+        return []
+    top = np.argpartition(-scores, min(limit, len(scores) - 1))[:limit]
+    top = top[np.argsort(-scores[top])]
+    return [(ids[i], KeywordHit(passages[i], float(scores[i]))) for i in top]

@@ -56,6 +56,18 @@ class DocumentationSource(BaseModel):
         return self.model_copy(update={"location": str(home / Path(self.location).expanduser())})
 
 
+# Fusion: cosine + keyword_weight × BM25 relative to the query's best passage. e5's cosines
+# of the top passages lie within ~0.1 of each other, so 0.03 is "BM25 counts 30% of that".
+DEFAULT_KEYWORD_WEIGHT = 0.03
+# WordLlama adds static_weight × (its cosine's z-score over the passages): 0.005 makes two
+# standard deviations worth a third of BM25's best. Chosen on the dev conversations.
+DEFAULT_STATIC_WEIGHT = 0.005
+# For a question in a language no page is written in: cosine + this × USE's cosine
+# (`knowledge.crosslingual`). Chosen on the development and first held-out question sets of
+# three corpora (docs/knowledge.md#your-documentation).
+DEFAULT_CROSSLINGUAL_WEIGHT = 0.2
+
+
 class KnowledgeSettings(BaseModel):
     """The knowledge base: where Qdrant keeps it, how it is chunked, embedded and searched."""
 
@@ -99,19 +111,19 @@ class KnowledgeSettings(BaseModel):
         "asks the model to query in it; a search takes its pages beside the query's",
     )
     keyword_weight: float = Field(
-        0.03,
+        DEFAULT_KEYWORD_WEIGHT,
         ge=0,
         description="weight of in-process BM25 (over the pages in the query's language) "
         "added to the dense score (0: dense only)",
     )
     static_weight: float = Field(
-        0.005,
+        DEFAULT_STATIC_WEIGHT,
         ge=0,
         description="weight of WordLlama (a static English embedder) added like BM25 for "
         "an English query (0: off)",
     )
     crosslingual_weight: float = Field(
-        0.2,
+        DEFAULT_CROSSLINGUAL_WEIGHT,
         ge=0,
         description="weight of the multilingual Universal Sentence Encoder's cosine added "
         "to the dense score for a query in a language no page is written in (0: off)",

@@ -37,7 +37,12 @@ from knowledge.ingest import CALIBRATING, Ingester, IngestReport, ProgressCallba
 from knowledge.ingest import discover_files as discover_files  # evals imports it from here
 from knowledge.keywords import KeywordHit, KeywordIndex, query_language
 from knowledge.loaders import UNKNOWN_LANGUAGE
-from knowledge.settings import KnowledgeSettings
+from knowledge.settings import (
+    DEFAULT_CROSSLINGUAL_WEIGHT,
+    DEFAULT_KEYWORD_WEIGHT,
+    DEFAULT_STATIC_WEIGHT,
+    KnowledgeSettings,
+)
 from knowledge.sources import Removed, replace_sample
 from knowledge.sources import remove as remove_passages
 from knowledge.stats import KnowledgeStats, collection_stats
@@ -50,16 +55,6 @@ CANDIDATES_PER_PASSAGE = 8
 # How long a keyword index is trusted before the collection's size is checked again (another
 # process sharing a Qdrant server may have ingested meanwhile).
 KEYWORD_INDEX_CHECK_SECONDS = 30.0
-# Fusion: cosine + keyword_weight × BM25 relative to the query's best passage. e5's cosines
-# of the top passages lie within ~0.1 of each other, so 0.03 is "BM25 counts 30% of that".
-DEFAULT_KEYWORD_WEIGHT = 0.03
-# WordLlama adds static_weight × (its cosine's z-score over the passages): 0.005 makes two
-# standard deviations worth a third of BM25's best. Chosen on the dev conversations.
-DEFAULT_STATIC_WEIGHT = 0.005
-# For a question in a language no page is written in: cosine + this × USE's cosine
-# (`knowledge.crosslingual`). Chosen on the development and first held-out question sets of
-# three corpora (docs/knowledge.md#your-documentation).
-DEFAULT_CROSSLINGUAL_WEIGHT = 0.2
 
 
 @dataclass(frozen=True)
@@ -490,12 +485,9 @@ class KnowledgeBase:
         the collection first): built on first use, rebuilt when the collection's size
         changes (checked every few seconds); searches that need it meanwhile wait for
         that one build rather than each build it."""
-        cached = self.knowledge.payload_indexes.get(key)
-        if cached and time.monotonic() - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
-            return cast(IndexT, cached[2])
         with self.knowledge.building(key):
             now = time.monotonic()
-            cached = self.knowledge.payload_indexes.get(key)  # built while this one waited
+            cached = self.knowledge.payload_indexes.get(key)
             if cached and now - cached[1] < KEYWORD_INDEX_CHECK_SECONDS:
                 return cast(IndexT, cached[2])
             points = self.knowledge.count(key[0])

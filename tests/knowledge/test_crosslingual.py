@@ -13,7 +13,8 @@ import pytest
 from knowledge import crosslingual
 from knowledge.chunking import truncate_to_tokens
 from knowledge.embeddings import get_embedder
-from knowledge.store import DEFAULT_CROSSLINGUAL_WEIGHT, KnowledgeBase
+from knowledge.settings import DEFAULT_CROSSLINGUAL_WEIGHT
+from knowledge.store import KnowledgeBase
 from knowledge.types import Passage
 
 SAMPLE = Path(__file__).resolve().parents[2] / "knowledge" / "sample_kb"
