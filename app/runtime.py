@@ -37,6 +37,7 @@ from app.agent.models import (
     warm_up_chat_model,
     with_decider,
 )
+from app.agent.offline.passages import quotable
 from app.agent.tools import knowledge_search_tool, tool_retry_middleware
 from app.chat.service import ChatService
 from app.chat.store import TurnStore
@@ -115,6 +116,7 @@ def agent_factory(
     collection's documentation covers (knowledge/scope.py), for its search tool;
     `decider`: the service's, for an offline fallback model."""
     knowledge = settings.knowledge
+    offline = settings.llm.model == OFFLINE
     search = partial(
         knowledge_search_tool,
         retriever,
@@ -123,8 +125,10 @@ def agent_factory(
         relevance=relevance_in_force(knowledge, retriever),
         scope=scope,
         # A model reads the passages it is handed; the offline model quotes them as they
-        # stand, so it is handed only those that hold every word asked (evidence.py).
-        min_coverage=QUOTE_COVERAGE if settings.llm.model == OFFLINE else MIN_COVERAGE,
+        # stand, so it is handed only those that hold every word asked (evidence.py) and
+        # have a sentence, step or row to quote.
+        min_coverage=QUOTE_COVERAGE if offline else MIN_COVERAGE,
+        quotable=quotable if offline else None,
     )
     # A profile with a results policy has ResultBudgetMiddleware render the passages under
     # its budget: its search leaves them unrendered rather than render them twice.
@@ -144,7 +148,7 @@ def agent_factory(
     # offline model never calls it (a keyword rule stands in), so it is not sent the tool.
     by_audience = settings.profiles.by_audience
     handing_over = {by_audience[audience] for audience in settings.handoff.audiences}
-    if settings.llm.model == OFFLINE:
+    if offline:
         handing_over.clear()
     request_human = request_human_tool()
 

@@ -127,13 +127,16 @@ def knowledge_search_tool(
     relevance: Callable[[], RelevanceThresholds | None] | None = None,
     scope: DocumentationScope | None = None,
     min_coverage: float = MIN_COVERAGE,
+    quotable: Callable[[str], bool] | None = None,
 ) -> BaseTool:
     """The search tool: only relevant passages that hold what the query asks
     (`min_coverage` of its words) reach the model as passages (and the turn's citations);
     when none does but one page passed the "related" threshold, the pages found are
     offered as possibly related (`SUGGESTED`), in search order; none tells it that the
     documentation has nothing on the query, as does a query outside the collection's
-    `scope` (when it has one). `relevance` gives
+    `scope` (when it has one). `quotable`: for a model that quotes passages as they stand,
+    whether one's text has anything to quote (one that has not is offered instead).
+    `relevance` gives
     the thresholds in force (the collection's calibration, or the configured ones);
     without any (a collection not calibrated yet, a retriever that keeps no calibration)
     every passage found is passed on, as found. `token_budget` None: found passages are
@@ -157,6 +160,8 @@ def knowledge_search_tool(
             if thresholds
             else passages
         )
+        if quotable is not None:
+            answering = [p for p in answering if quotable(p.text)]
         if not answering:
             near = thresholds.related_for_query(query) if thresholds else 0.0
             # One page near enough to be related: the pages found with it are offered in

@@ -1,12 +1,14 @@
 """The search tool: it tells the model to query in the documentation's language, and only
 passages relevant enough (the knowledge base's threshold) reach the model."""
 
+from dataclasses import replace
 from functools import partial
 
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
+from app.agent.offline.passages import quotable
 from app.agent.tools import knowledge_search_tool
 from app.chat.outcome import outcome_of
 from app.settings import KnowledgeSettings
@@ -216,6 +218,28 @@ def test_a_passage_holding_part_of_the_question_answers_a_model_that_reads_it_on
     assert [p["source"] for p in quoting.artifact] == ["en/users-roles.md", "en/record-payment.md"]
     assert all(p["suggested"] for p in quoting.artifact)
     assert outcome_of([quoting]) == "not_found"
+
+
+def test_a_passage_with_nothing_to_quote_is_offered_to_the_quoting_model() -> None:
+    """A section that is only its headings holds every asked word in them: a model that
+    reads it is handed it; the offline model, which has no sentence of it to quote, gets
+    the page offered (the turn then says it is unsure, outcome `not_found`)."""
+    headings_only = replace(_PARTIAL, text="### Partial payments\n\n#### Record one\n")
+    question = "How do I record a partial payment?"
+    tool = partial(knowledge_search_tool, _Pages(headings_only, _USERS), 4, 500)
+    relevance = RelevanceThresholds(0.8)
+
+    reading = _call(tool(relevance=lambda: relevance), question)
+    quoting = _call(tool(relevance=lambda: relevance, quotable=quotable), question)
+
+    assert [p["source"] for p in reading.artifact] == ["en/record-payment.md"]
+    assert outcome_of([reading]) == "answered"
+    assert all(p["suggested"] for p in quoting.artifact)
+    assert outcome_of([quoting]) == "not_found"
+    with_text = _Pages(_PARTIAL, _USERS)
+    quoted = _call(knowledge_search_tool(with_text, 4, 500, relevance=lambda: relevance,
+                                         quotable=quotable), question)  # fmt: skip
+    assert outcome_of([quoted]) == "answered"
 
 
 def test_a_passage_in_another_language_than_the_question_is_only_offered() -> None:

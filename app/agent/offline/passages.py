@@ -113,11 +113,17 @@ def _step_runs(blocks: list[Block]) -> list[tuple[str | None, list[str]]]:
     return runs
 
 
+def quotable(text: str) -> bool:
+    """Whether a passage has anything to quote: a paragraph, list item, step or table row
+    (not only headings)."""
+    return bool(blocks_of(text))
+
+
 def excerpt(question: str, text: str, *, sentences: int, max_steps: int) -> str:
-    """The passage's steps in order when it has steps that fit the question, else its
-    best-matching `sentences` (a list item or a table row counting as one) in the
-    document's order; menu paths are kept as written. Empty when the passage has nothing
-    to quote (a list of links)."""
+    """The passage's steps in order when it has steps that fit the question (or nothing
+    but steps: its heading said what they do), else its best-matching `sentences` (a list
+    item or a table row counting as one) in the document's order; menu paths are kept as
+    written. Empty only when the passage has nothing to quote (`quotable`)."""
     asked = stems_of(question)
     blocks = blocks_of(text)
 
@@ -125,12 +131,6 @@ def excerpt(question: str, text: str, *, sentences: int, max_steps: int) -> str:
         shared = len(asked & stems_of(text))
         return shared + (1 if shared and MENU_ARROW in text else 0)
 
-    runs = _step_runs(blocks)
-    if runs:
-        lead, steps = max(runs, key=lambda run: fit(" ".join([run[0] or "", *run[1]])))
-        if fit(" ".join([lead or "", *steps])):
-            numbered = [f"{n}. {step}" for n, step in enumerate(steps[:max_steps], 1)]
-            return "\n".join([lead, *numbered] if lead else numbered)
     units = [
         (block.kind, sentence)
         for block in blocks
@@ -139,6 +139,12 @@ def excerpt(question: str, text: str, *, sentences: int, max_steps: int) -> str:
             [block.text] if block.kind in ("bullet", "row") else sentences_of(block.text)
         )
     ]
+    runs = _step_runs(blocks)
+    if runs:
+        lead, steps = max(runs, key=lambda run: fit(" ".join([run[0] or "", *run[1]])))
+        if fit(" ".join([lead or "", *steps])) or not units:
+            numbered = [f"{n}. {step}" for n, step in enumerate(steps[:max_steps], 1)]
+            return "\n".join([lead, *numbered] if lead else numbered)
     ranked = sorted(range(len(units)), key=lambda i: fit(units[i][1]), reverse=True)
     best = ranked[:sentences]
     fitting = [i for i in best if fit(units[i][1])]
