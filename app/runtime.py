@@ -53,7 +53,6 @@ from app.start_up_errors import InvalidSetting, one_line
 from knowledge import stores
 from knowledge.client import KnowledgeClient
 from knowledge.embeddings import embedder_name
-from knowledge.evidence import MIN_COVERAGE, QUOTE_COVERAGE
 from knowledge.relevance import RelevanceThresholds
 from knowledge.scope import DocumentationScope, documentation_scope
 from knowledge.store import KnowledgeBase
@@ -127,7 +126,6 @@ def agent_factory(
         # A model reads the passages it is handed; the offline model quotes them as they
         # stand, so it is handed only those that hold every word asked (evidence.py) and
         # have a sentence, step or row to quote.
-        min_coverage=QUOTE_COVERAGE if offline else MIN_COVERAGE,
         quotable=quotable if offline else None,
     )
     # A profile with a results policy has ResultBudgetMiddleware render the passages under

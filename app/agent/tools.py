@@ -7,7 +7,7 @@ from langchain.agents.middleware import ToolRetryMiddleware
 from langchain_core.tools import BaseTool, tool
 
 from app.settings import LLMSettings
-from knowledge.evidence import MIN_COVERAGE, holds, leads
+from knowledge.evidence import MIN_COVERAGE, QUOTE_COVERAGE, holds, leads
 from knowledge.format import format_passages
 from knowledge.keywords import query_language
 from knowledge.loaders import UNKNOWN_LANGUAGE
@@ -126,22 +126,24 @@ def knowledge_search_tool(
     language: str = "en",
     relevance: Callable[[], RelevanceThresholds | None] | None = None,
     scope: DocumentationScope | None = None,
-    min_coverage: float = MIN_COVERAGE,
     quotable: Callable[[str], bool] | None = None,
 ) -> BaseTool:
     """The search tool: only relevant passages that hold what the query asks
-    (`min_coverage` of its words) reach the model as passages (and the turn's citations);
+    (`MIN_COVERAGE` of its words) reach the model as passages (and the turn's citations);
     when none does but one page passed the "related" threshold, the pages found are
     offered as possibly related (`SUGGESTED`), in search order; none tells it that the
     documentation has nothing on the query, as does a query outside the collection's
-    `scope` (when it has one). `quotable`: for a model that quotes passages as they stand,
-    whether one's text has anything to quote (one that has not is offered instead).
-    `relevance` gives
+    `scope` (when it has one). `quotable` is given for a model that quotes passages as they
+    stand (the offline model): whether a passage's text has anything to quote; such a
+    model is handed only passages that have and that hold every word asked
+    (`QUOTE_COVERAGE`), the others are offered. `relevance` gives
     the thresholds in force (the collection's calibration, or the configured ones);
     without any (a collection not calibrated yet, a retriever that keeps no calibration)
     every passage found is passed on, as found. `token_budget` None: found passages are
     left for `ResultBudgetMiddleware` to render (the result's text is empty until then),
     under the memory profile's budget, rather than rendered twice."""
+
+    min_coverage = MIN_COVERAGE if quotable is None else QUOTE_COVERAGE
 
     @tool(
         KNOWLEDGE_TOOL,

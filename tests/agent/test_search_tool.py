@@ -12,7 +12,6 @@ from app.agent.offline.passages import quotable
 from app.agent.tools import knowledge_search_tool
 from app.chat.outcome import outcome_of
 from app.settings import KnowledgeSettings
-from knowledge.evidence import QUOTE_COVERAGE
 from knowledge.relevance import RelevanceThresholds
 from knowledge.types import Passage, Retriever
 
@@ -209,7 +208,7 @@ def test_a_passage_holding_part_of_the_question_answers_a_model_that_reads_it_on
     relevance = RelevanceThresholds(0.8)
 
     reading = _call(tool(relevance=lambda: relevance), question)
-    quoting = _call(tool(relevance=lambda: relevance, min_coverage=QUOTE_COVERAGE), question)
+    quoting = _call(tool(relevance=lambda: relevance, quotable=quotable), question)
 
     assert [(p["source"], p.get("suggested")) for p in reading.artifact] == [
         ("en/record-payment.md", None)
@@ -236,9 +235,8 @@ def test_a_passage_with_nothing_to_quote_is_offered_to_the_quoting_model() -> No
     assert outcome_of([reading]) == "answered"
     assert all(p["suggested"] for p in quoting.artifact)
     assert outcome_of([quoting]) == "not_found"
-    with_text = _Pages(_PARTIAL, _USERS)
-    quoted = _call(knowledge_search_tool(with_text, 4, 500, relevance=lambda: relevance,
-                                         quotable=quotable), question)  # fmt: skip
+    with_text = partial(knowledge_search_tool, _Pages(_PARTIAL, _USERS), 4, 500)
+    quoted = _call(with_text(relevance=lambda: relevance, quotable=quotable), question)
     assert outcome_of([quoted]) == "answered"
 
 
