@@ -7,7 +7,9 @@ query is also scored in this process by BM25 and, in English, WordLlama
 (`knowledge.keywords`) over the passages in its own language (the documentation's,
 `language`, or another the collection holds pages in), and the scores are added
 (`keyword_weight`, `static_weight`); a query in a language no page is written in is scored
-by a multilingual embedder instead (`knowledge.crosslingual`, `crosslingual_weight`).
+by a multilingual embedder instead (`knowledge.crosslingual`, `crosslingual_weight`), and
+by BM25 over the documentation's pages with its words put into theirs
+(`knowledge.word_translation`).
 Ingestion is `knowledge.ingest`, counting `knowledge.stats`, the shared client
 `knowledge.client`; a `KnowledgeBase` offers all three over one client. One module: the
 search's signals are fused in one place.
@@ -47,11 +49,15 @@ from knowledge.sources import Removed, replace_sample
 from knowledge.sources import remove as remove_passages
 from knowledge.stats import KnowledgeStats, collection_stats
 from knowledge.types import PASSAGE_FIELDS, Passage, passage_of
+from knowledge.word_translation import WordTranslator
 
 IndexT = TypeVar("IndexT")
 
 # A search fetches this many candidates per passage it returns, to spread them over pages.
 CANDIDATES_PER_PASSAGE = 8
+# For a query in a language no page is written in (chosen on the development and
+# first-round question sets: docs/knowledge.md#search).
+CROSSLINGUAL_CANDIDATES_PER_PASSAGE = 32
 # How long a keyword index is trusted before the collection's size is checked again (another
 # process sharing a Qdrant server may have ingested meanwhile).
 KEYWORD_INDEX_CHECK_SECONDS = 30.0
@@ -343,7 +349,6 @@ class KnowledgeBase:
         rather than one page's neighbouring sections."""
         name = collection or self.collection
         dense = [float(x) for x in dense_vector]
-        depth = CANDIDATES_PER_PASSAGE * k  # deep enough to find k distinct pages
         # Unfiltered, a search takes passages in the query's language and the
         # documentation's: an English question is not answered from the German manual, a
         # German one may be. A team answer is taken in any language (its nearness across
@@ -352,10 +357,14 @@ class KnowledgeBase:
         languages = [language] if language else sorted({asked, self.language, UNKNOWN_LANGUAGE})
         if not self.knowledge.collection_exists(name):
             return []
+        across = self._across_languages(name, asked)
+        # Deep enough to find k distinct pages; across languages, for the passages the other
+        # signals raise to be among them with their own cosine.
+        depth = (CROSSLINGUAL_CANDIDATES_PER_PASSAGE if across else CANDIDATES_PER_PASSAGE) * k
         points = self._points(name, query, dense, depth, languages)
         candidates = [_passage(point, dense if self.hybrid else None) for point in points]
         ids = [str(point.id) for point in points]
-        if self._across_languages(name, asked):
+        if across:
             candidates = self._with_crosslingual(name, query, languages, ids, candidates, depth)
         elif self._scores_words(asked, language):
             candidates = self._with_keywords(name, query, asked, ids, candidates, depth)
@@ -401,21 +410,46 @@ class KnowledgeBase:
         dense: list[Passage],
         depth: int,
     ) -> list[Passage]:
-        """Dense candidates and USE's nearest, scored cosine + weight × USE's cosine (a
-        passage USE did not find: the lowest of its nearest)."""
+        """Dense candidates, USE's nearest and BM25's best for the query's words put into
+        the documentation's vocabulary, scored cosine + weight × USE's cosine (a passage USE
+        did not find: the lowest of its nearest) + `keyword_weight` × relative BM25."""
         assert self.crosslingual is not None  # `_across_languages` checked it
         vector = np.asarray(self.crosslingual.embed_query(query), dtype=np.float32)
         nearest = self._crosslingual_index(name).search(vector, languages, depth)
-        if not nearest:
+        words = self._translated_keywords(name, query, depth)
+        if not nearest and not words:
             return dense
-        floor = min(hit.score for hit in nearest.values())
+        floor = min((hit.score for hit in nearest.values()), default=0.0)
         weight = self.options.crosslingual_weight
-        return _fused(
-            ids,
-            dense,
-            nearest,
-            lambda point_id: weight * (nearest[point_id].score if point_id in nearest else floor),
+
+        def extra(point_id: str) -> float:
+            near = nearest[point_id].score if point_id in nearest else floor
+            keyword = words[point_id].score if point_id in words else 0.0
+            return weight * near + self.keyword_weight * keyword
+
+        return _fused(ids, dense, nearest | words, extra)
+
+    def _translated_keywords(self, name: str, query: str, depth: int) -> dict[str, KeywordHit]:
+        """BM25 over the documentation's pages, of the query's words put into their
+        vocabulary (`knowledge.word_translation`); none when BM25 is off."""
+        if self.keyword_weight <= 0 or self.crosslingual is None:
+            return {}
+        embedder = self.crosslingual
+        translator = self._in_process(
+            (name, "translation", self.language),
+            lambda: WordTranslator(
+                (
+                    f"{payload.get('heading', '')} {payload.get('text', '')}"
+                    for _, payload in self.knowledge.scroll(name, PASSAGE_FIELDS)
+                    if payload.get("language") == self.language
+                ),
+                embedder,
+            ),
         )
+        translated = translator.translate(query)
+        if not translated:
+            return {}
+        return dict(self._keyword_index(name, self.language).search(translated, depth))
 
     def _scores_words(self, asked: str, language: str | None) -> bool:
         """Whether BM25 (and WordLlama) score the query, over the passages in its own

@@ -67,14 +67,34 @@ def test_an_english_query_adds_bm25_to_the_dense_score(knowledge_base: Knowledge
     assert best.score <= by_source[best.source] + knowledge_base.keyword_weight + 1e-6
 
 
-def test_a_query_in_a_language_no_page_is_written_in_gets_no_keyword_score(
+def test_a_query_in_a_language_no_page_is_written_in_gets_no_bm25_on_its_own_words(
     knowledge_base: KnowledgeBase,
 ) -> None:
-    """BM25 knows one language's words: over English pages a German question's would
-    only add noise (its multilingual view: tests/knowledge/test_crosslingual.py)."""
+    """BM25 knows one language's words: over English pages a German question's own words
+    would only add noise; it is scored on them put into the pages' vocabulary
+    (knowledge/word_translation.py; its multilingual view: tests/knowledge/test_crosslingual.py)."""
     query = "Wie exportiere ich alle Buchungen als CSV-Datei für die Tabelle?"
-    dense = knowledge_base.with_options(keyword_weight=0.0).search(query, 4)
-    assert knowledge_base.search(query, 4) == dense
+
+    def key(passage: Passage) -> tuple[str, str, str]:
+        return passage.source, passage.heading, passage.text
+
+    bm25_off = {
+        key(p): p.score for p in knowledge_base.with_options(keyword_weight=0.0).search(query, 12)
+    }
+    index = knowledge_base._keyword_index(knowledge_base.collection, "en")
+    own_words = {key(hit.passage): hit.score for _, hit in index.search(query, 96)}
+    raised = {
+        key(p): p.score - bm25_off[key(p)]
+        for p in knowledge_base.search(query, 12)
+        if key(p) in bm25_off
+    }
+    weight = knowledge_base.keyword_weight
+    assert any(extra > 1e-6 for extra in raised.values())  # its translated words'
+    assert all(-1e-9 <= extra <= weight + 1e-6 for extra in raised.values())
+    assert any(
+        extra != pytest.approx(weight * own_words.get(passage, 0.0), abs=1e-6)
+        for passage, extra in raised.items()
+    )
 
 
 def test_a_query_is_scored_by_bm25_over_the_pages_in_its_own_language(tmp_path: Path) -> None:
