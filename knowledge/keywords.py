@@ -119,7 +119,7 @@ class KeywordIndex:
         name = _STEMMERS.get(language)
         self._stemmer = Stemmer.Stemmer(name) if name else None
         self._model = bm25s.BM25(k1=_K1, b=_B)
-        corpus = [f"{p.heading or p.title}\n{p.text}" for p in self.passages]
+        corpus = [indexed_text(passage) for passage in self.passages]
         if items:
             self._model.index(self._tokenize(corpus), show_progress=False)
         self._static: np.ndarray | None = None
@@ -162,6 +162,11 @@ class KeywordIndex:
             return []
         relative = best_hits(self.ids, self.passages, scores / best, limit)
         return [(point_id, hit) for point_id, hit in relative if hit.score > 0]
+
+
+def indexed_text(passage: Passage) -> str:
+    """What the index reads of a passage: its heading path (else its title) and its text."""
+    return f"{passage.heading or passage.title}\n{passage.text}"
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:

@@ -113,8 +113,9 @@ class KnowledgeSettings(BaseModel):
     keyword_weight: float = Field(
         DEFAULT_KEYWORD_WEIGHT,
         ge=0,
-        description="weight of in-process BM25 (over the pages in the query's language) "
-        "added to the dense score (0: dense only)",
+        description="weight of in-process BM25 (over the pages in the query's language; for "
+        "a query in a language no page is in, over the documentation's pages on its words put "
+        "into theirs) added to the dense score (0: dense only)",
     )
     static_weight: float = Field(
         DEFAULT_STATIC_WEIGHT,

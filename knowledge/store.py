@@ -37,7 +37,7 @@ from knowledge.embeddings import DEFAULT_EMBEDDER, Embedder, get_embedder
 from knowledge.graph_cache import GraphCache, default_cache_folder
 from knowledge.ingest import CALIBRATING, Ingester, IngestReport, ProgressCallback, Reading
 from knowledge.ingest import discover_files as discover_files  # evals imports it from here
-from knowledge.keywords import KeywordHit, KeywordIndex, query_language
+from knowledge.keywords import KeywordHit, KeywordIndex, indexed_text, query_language
 from knowledge.loaders import UNKNOWN_LANGUAGE
 from knowledge.settings import (
     DEFAULT_CROSSLINGUAL_WEIGHT,
@@ -416,7 +416,7 @@ class KnowledgeBase:
         assert self.crosslingual is not None  # `_across_languages` checked it
         vector = np.asarray(self.crosslingual.embed_query(query), dtype=np.float32)
         nearest = self._crosslingual_index(name).search(vector, languages, depth)
-        words = self._translated_keywords(name, query, depth)
+        words = self._translated_keywords(name, query, depth, self.crosslingual)
         if not nearest and not words:
             return dense
         floor = min((hit.score for hit in nearest.values()), default=0.0)
@@ -429,27 +429,21 @@ class KnowledgeBase:
 
         return _fused(ids, dense, nearest | words, extra)
 
-    def _translated_keywords(self, name: str, query: str, depth: int) -> dict[str, KeywordHit]:
+    def _translated_keywords(
+        self, name: str, query: str, depth: int, embedder: Embedder
+    ) -> dict[str, KeywordHit]:
         """BM25 over the documentation's pages, of the query's words put into their
-        vocabulary (`knowledge.word_translation`); none when BM25 is off."""
-        if self.keyword_weight <= 0 or self.crosslingual is None:
+        vocabulary (`knowledge.word_translation`, its words embedded with `embedder`); none
+        when BM25 is off."""
+        if self.keyword_weight <= 0:
             return {}
-        embedder = self.crosslingual
+        index = self._keyword_index(name, self.language)
         translator = self._in_process(
             (name, "translation", self.language),
-            lambda: WordTranslator(
-                (
-                    f"{payload.get('heading', '')} {payload.get('text', '')}"
-                    for _, payload in self.knowledge.scroll(name, PASSAGE_FIELDS)
-                    if payload.get("language") == self.language
-                ),
-                embedder,
-            ),
+            lambda: WordTranslator(map(indexed_text, index.passages), embedder),
         )
         translated = translator.translate(query)
-        if not translated:
-            return {}
-        return dict(self._keyword_index(name, self.language).search(translated, depth))
+        return dict(index.search(translated, depth)) if translated else {}
 
     def _scores_words(self, asked: str, language: str | None) -> bool:
         """Whether BM25 (and WordLlama) score the query, over the passages in its own
