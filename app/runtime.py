@@ -295,7 +295,8 @@ class Runtime:
         its examples), the documentation's scope (fitted on its questions, when
         configured), the language model, the
         chat model's reply parsing (an OpenAI-compatible endpoint's), and one search (the
-        BM25 index of the collection and WordLlama are built on the first).
+        BM25 index of the collection and WordLlama are built on the first), with what a
+        question in a language no page is written in needs (`KnowledgeBase.warm_up`).
         A failure is logged: the first turn then loads what is missing, as it would
         without this."""
         started = time.perf_counter()
@@ -309,7 +310,7 @@ class Runtime:
         if self.model is not None:
             warm_up_chat_model(self.model)
         try:
-            self.knowledge.search(WARM_UP_QUESTION, self.settings.knowledge.top_k)
+            self.knowledge.warm_up(WARM_UP_QUESTION, self.settings.knowledge.top_k)
         except Exception as error:  # a store that is down is reported by readiness
             log.warning("start-up search failed, the first turn builds its indexes: %s", error)
         release_freed_memory()

@@ -10,8 +10,9 @@ them: its cosine, times `crosslingual_weight`, is added to e5's for such a quest
 
 Each passage's USE vector is stored in its payload at ingest (`FIELD`: float16, base64,
 about 1.4 kB a passage), so both stores keep it with no schema of their own, and deleting a
-passage deletes it. The search gathers them into a matrix in this process the first time a
-question needs it, as `knowledge.keywords` does for BM25.
+passage deletes it. The search gathers them into a matrix in this process, as
+`knowledge.keywords` does for BM25: in the start-up's warm-up (`KnowledgeBase.warm_up`), or
+when a question first needs it.
 """
 
 import base64

@@ -335,6 +335,21 @@ class KnowledgeBase:
             query, self.embedder.embed_query(query), k, collection=collection, language=language
         )
 
+    def warm_up(self, query: str, k: int) -> None:
+        """One search for `query`, which builds the collection's BM25 index in this process,
+        and, when the second view is searched, what a question in a language no page is
+        written in needs: USE, the matrix of the passages' USE vectors and the word
+        translation's vocabulary (for the GnuCash manuals about 2 s of CPU and 60 MB),
+        which the first such question would otherwise wait for."""
+        self.search(query, k)
+        if not self._second_view_searched or not self.knowledge.collection_exists(self.collection):
+            return
+        assert self.crosslingual is not None  # `_second_view_searched` checked it
+        self._crosslingual_index(self.collection)
+        if self.keyword_weight > 0:
+            index = self._keyword_index(self.collection, self.language)
+            self._word_translator(self.collection, index, self.crosslingual)
+
     def search_by_vector(
         self,
         query: str,
@@ -395,11 +410,17 @@ class KnowledgeBase:
         documentation's language is taken to have pages in it, without building the index
         to check. Not in hybrid mode: its scores are fused ranks, to which a cosine cannot
         be added."""
-        if self.crosslingual is None or self.options.crosslingual_weight <= 0 or self.hybrid:
-            return False
-        if asked == self.language:
+        if not self._second_view_searched or asked == self.language:
             return False
         return asked not in self._crosslingual_index(name).page_languages
+
+    @property
+    def _second_view_searched(self) -> bool:
+        return (
+            self.crosslingual is not None
+            and self.options.crosslingual_weight > 0
+            and not self.hybrid
+        )
 
     def _with_crosslingual(
         self,
@@ -438,12 +459,17 @@ class KnowledgeBase:
         if self.keyword_weight <= 0:
             return {}
         index = self._keyword_index(name, self.language)
-        translator = self._in_process(
+        translated = self._word_translator(name, index, embedder).translate(query)
+        return dict(index.search(translated, depth)) if translated else {}
+
+    def _word_translator(
+        self, name: str, index: KeywordIndex, embedder: Embedder
+    ) -> WordTranslator:
+        """The in-process vocabulary of `index`'s passages, embedded with `embedder`."""
+        return self._in_process(
             (name, "translation", self.language),
             lambda: WordTranslator(map(indexed_text, index.passages), embedder),
         )
-        translated = translator.translate(query)
-        return dict(index.search(translated, depth)) if translated else {}
 
     def _scores_words(self, asked: str, language: str | None) -> bool:
         """Whether BM25 (and WordLlama) score the query, over the passages in its own

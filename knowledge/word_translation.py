@@ -11,9 +11,10 @@ chosen on the development and first-round question sets of three corpora (the an
 page among the first three: docs/knowledge.md#search); cosines of 0.4 to 0.6 and one to
 three words gave the same figures.
 
-Built in the searching process from the passages of the BM25 index it feeds, when the
-first such question comes; the vocabulary's vectors take about 1.6 s of CPU for the
-GnuCash manuals' 3,800 English words (8 MB).
+Built in the searching process from the passages of the BM25 index it feeds, in the
+start-up's warm-up (`KnowledgeBase.warm_up`; again at the first such question after the
+collection changes); the vocabulary's vectors take about 1.6 s of CPU for the GnuCash
+manuals' 3,800 English words (8 MB).
 """
 
 import re

@@ -100,3 +100,28 @@ def test_a_question_in_the_pages_language_builds_no_translation(
         assert [key for key in kb.knowledge.payload_indexes if "translation" in key]
     finally:
         kb.close()
+
+
+def test_the_warm_up_builds_what_a_question_in_another_language_needs(tmp_path: Path) -> None:
+    """After `warm_up` (an English question), a German question over English pages finds
+    the vocabulary and the USE matrix built, and builds no index of its own; with BM25
+    off, no vocabulary is embedded; a collection that does not exist yet is no error."""
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for name, text in PAGES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    kb = KnowledgeBase.open_local(tmp_path / "qdrant", collection="pages")
+    try:
+        kb.warm_up("How do I back up my file?", 4)
+        assert not kb.knowledge.payload_indexes
+        kb.ingest(folder)
+        kb.with_options(keyword_weight=0.0).warm_up("How do I back up my file?", 4)
+        assert not [key for key in kb.knowledge.payload_indexes if "translation" in key]
+        kb.warm_up("How do I back up my file?", 4)
+        built = dict(kb.knowledge.payload_indexes)
+        assert [key for key in built if "translation" in key]
+        kb.search("Wie funktioniert die Abschreibung?", 4)
+        assert kb.knowledge.payload_indexes.keys() == built.keys()
+        assert all(kb.knowledge.payload_indexes[key][2] is built[key][2] for key in built)
+    finally:
+        kb.close()
