@@ -22,6 +22,13 @@ PAGES = {
 }
 
 
+def written_pages(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    for name, text in PAGES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
 @pytest.fixture(scope="module")
 def translator() -> WordTranslator:
     return WordTranslator(PAGES.values(), get_embedder("use"))
@@ -53,9 +60,7 @@ def test_the_vocabulary_holds_words_seen_twice_and_nothing_near_gives_nothing(
 
 @pytest.fixture(scope="module")
 def english_pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
-    folder = tmp_path_factory.mktemp("pages")
-    for name, text in PAGES.items():
-        (folder / name).write_text(text, encoding="utf-8")
+    folder = written_pages(tmp_path_factory.mktemp("pages"))
     kb = KnowledgeBase.open_local(tmp_path_factory.mktemp("qdrant"), collection="pages")
     kb.ingest(folder)
     yield kb
@@ -86,10 +91,7 @@ def test_a_question_in_the_pages_language_builds_no_translation(
 ) -> None:
     """An English question over English pages is scored by BM25 on its own words: the
     vocabulary is never embedded for it."""
-    folder = tmp_path / "pages"
-    folder.mkdir()
-    for name, text in PAGES.items():
-        (folder / name).write_text(text, encoding="utf-8")
+    folder = written_pages(tmp_path / "pages")
     kb = KnowledgeBase.open_local(tmp_path / "qdrant", collection="pages")
     try:
         kb.ingest(folder)
@@ -106,10 +108,7 @@ def test_the_warm_up_builds_what_a_question_in_another_language_needs(tmp_path: 
     """After `warm_up` (an English question), a German question over English pages finds
     the vocabulary and the USE matrix built, and builds no index of its own; with BM25
     off, no vocabulary is embedded; a collection that does not exist yet is no error."""
-    folder = tmp_path / "pages"
-    folder.mkdir()
-    for name, text in PAGES.items():
-        (folder / name).write_text(text, encoding="utf-8")
+    folder = written_pages(tmp_path / "pages")
     kb = KnowledgeBase.open_local(tmp_path / "qdrant", collection="pages")
     try:
         kb.warm_up("How do I back up my file?", 4)
