@@ -148,6 +148,15 @@ def test_a_comment_is_stored_clean(client: TestClient, settings: Settings) -> No
     engine.dispose()
 
 
+def test_a_comment_over_its_limit_as_sent_is_a_422(client: TestClient) -> None:
+    """2,000 characters as sent, a control character the cleaning removes included."""
+    client.post("/v1/conversations/demo/messages", json=ask())
+    feedback = "/v1/conversations/demo/turns/1/feedback"
+    over = client.post(feedback, json={"rating": "down", "comment": "c" * 2000 + "\u0000"})
+    assert over.status_code == 422, over.text
+    assert client.post(feedback, json={"rating": "down", "comment": "c" * 2000}).status_code == 201
+
+
 def test_timestamps_carry_their_time_zone_on_sqlite(client: TestClient) -> None:
     client.post("/v1/conversations/demo/messages", json=ask())
     for message in client.get("/v1/conversations/demo").json()["messages"]:

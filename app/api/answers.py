@@ -12,7 +12,8 @@ from app.answers.service import AnswerDraft, AnswerService
 from app.api.auth import StaffDep, StaffFirst, require_staff
 from app.api.deps import RuntimeDep
 from app.api.errors import documented
-from app.api.schemas import Text, UtcDatetime
+from app.api.schemas import UtcDatetime
+from app.chat.text import normalize_text
 from app.db.models import Answer
 from knowledge.loaders import KNOWN_LANGUAGES
 from knowledge.team_answers import source_of
@@ -48,9 +49,15 @@ def _known(codes: list[str]) -> list[str]:
     return [code.lower() for code in codes]
 
 
-Question = Annotated[Text, StringConstraints(max_length=1000), AfterValidator(_not_blank)]
-Wording = Annotated[Text, StringConstraints(max_length=1000)]
-AnswerText = Annotated[Text, StringConstraints(max_length=8192), AfterValidator(_not_blank)]
+# Lengths count the text as sent, as the schema states them: checked before the cleaning.
+Wording = Annotated[str, StringConstraints(max_length=1000), AfterValidator(normalize_text)]
+Question = Annotated[Wording, AfterValidator(_not_blank)]
+AnswerText = Annotated[
+    str,
+    StringConstraints(max_length=8192),
+    AfterValidator(normalize_text),
+    AfterValidator(_not_blank),
+]
 Languages = Annotated[list[str], Field(max_length=8), AfterValidator(_known)]
 Collection = Annotated[str, StringConstraints(pattern=COLLECTION)]
 

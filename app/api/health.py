@@ -4,10 +4,22 @@ import asyncio
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from app.api.deps import RuntimeDep
 
 router = APIRouter(tags=["health"])
+
+
+class Readiness(BaseModel):
+    """What `/readyz` answers, 200 or 503. While the service's code is still loading only
+    `ready` and `down` (`["loading"]`) are given (app/api/starting.py)."""
+
+    ready: bool
+    database: bool | None = None
+    vector_store: bool | None = None
+    warmed_up: bool | None = None
+    down: list[str]
 
 
 @router.get("/healthz")
@@ -15,10 +27,14 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "not ready: `down` names what is not"}},
+)
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """Ready when the database and the vector store answer and what the first turn needs
-    is loaded (`warmed_up`, a second or two after start); `down` names what is not. The
+    is loaded (`warmed_up`, a few seconds after start); `down` names what is not (503). The
     LLM is not probed: the only sure check is a (paid) model call, and a turn whose model
     fails is retried, falls back and ends explicitly anyway."""
     checks = {
@@ -28,6 +44,5 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
         "warmed_up": runtime.warmed_up,
     }
     down = [part for part, ok in checks.items() if not ok]
-    return JSONResponse(
-        {"ready": not down, **checks, "down": down}, status_code=503 if down else 200
-    )
+    readiness = Readiness(ready=not down, **checks, down=down)
+    return JSONResponse(readiness.model_dump(), status_code=503 if down else 200)

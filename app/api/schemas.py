@@ -26,6 +26,8 @@ from app.settings import CONVERSATION_KEY_PATTERN, KnowledgeSettings
 
 # What people type: cleaned and checked by the rules every way in shares (app/chat/text.py).
 Text = Annotated[str, AfterValidator(normalize_text)]
+# A limit counts the text as sent, as the schema states it: checked before the cleaning.
+Comment = Annotated[str, StringConstraints(max_length=2000), AfterValidator(normalize_text)]
 AUTHOR_CHARS = 128
 
 
@@ -95,7 +97,7 @@ class MessageIn(BaseModel):
 
 class FeedbackIn(BaseModel):
     rating: Literal["up", "down"]
-    comment: Text | None = Field(None, max_length=2000)
+    comment: Comment | None = None
     author: Author | None = Field(None, description="who rates, if not signed in")
 
 

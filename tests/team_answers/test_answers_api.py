@@ -66,6 +66,26 @@ def test_answers_that_say_nothing_are_refused(api: TestClient) -> None:
     assert api.get("/v1/answers", headers=ALICE).json() == []
 
 
+def test_a_length_limit_counts_the_text_as_sent(api: TestClient) -> None:
+    """The schema's maxLength is what a client counts: a control character or a
+    decomposed accent that the cleaning takes out or joins still counts."""
+    over: list[dict[str, object]] = [
+        {"answer": "a" * 8192 + "\u0012"},
+        {"answer": "e\u0301" * 4097},
+        {"question": "q" * 1000 + "\u0000"},
+        {"variants": ["v" * 1000 + "\u0007"]},
+    ]
+    for change in over:
+        refused = api.post("/v1/answers", json=PAYPAL | change, headers=ALICE)
+        assert refused.status_code == 422, (change, refused.text)
+    at_limit = api.post(
+        "/v1/answers", json=PAYPAL | {"answer": "a" * 8191 + "\u0012"}, headers=ALICE
+    )
+    assert at_limit.status_code == 201 and at_limit.json()["answer"] == "a" * 8191
+    path = f"/v1/answers/{at_limit.json()['id']}"
+    assert api.patch(path, json=over[0], headers=ALICE).status_code == 422
+
+
 def staff_reply(api: TestClient, text: str) -> int:
     """Claim the open handoff, reply `text`: the staff message's id."""
     (handoff,) = api.get("/v1/handoffs?status=open", headers=ALICE).json()
