@@ -95,6 +95,9 @@ class KnowledgeClient(abc.ABC):
     # Indexes built in this process from a collection's payloads (`knowledge.store`):
     # (collection, what it is...) -> (points when built, time of the last check, index)
     payload_indexes: dict[tuple[Any, ...], tuple[int, float, Any]] = field(default_factory=dict)
+    # The word translations' embedded vocabularies (`knowledge.word_translation`), by the
+    # key of their index: kept when the passages change, so a rebuild embeds new words only.
+    vocabularies: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     lock: contextlib.AbstractContextManager[Any] = field(
         default_factory=threading.RLock, init=False
     )

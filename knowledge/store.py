@@ -465,11 +465,17 @@ class KnowledgeBase:
     def _word_translator(
         self, name: str, index: KeywordIndex, embedder: Embedder
     ) -> WordTranslator:
-        """The in-process vocabulary of `index`'s passages, embedded with `embedder`."""
-        return self._in_process(
-            (name, "translation", self.language),
-            lambda: WordTranslator(map(indexed_text, index.passages), embedder),
-        )
+        """The in-process vocabulary of `index`'s passages, embedded with `embedder`; when
+        the collection changes, only the words new to it are embedded."""
+        key = (name, "translation", self.language)
+
+        def build() -> WordTranslator:
+            previous = self.knowledge.vocabularies.get(key)
+            translator = WordTranslator(map(indexed_text, index.passages), embedder, previous)
+            self.knowledge.vocabularies[key] = translator
+            return translator
+
+        return self._in_process(key, build)
 
     def _scores_words(self, asked: str, language: str | None) -> bool:
         """Whether BM25 (and WordLlama) score the query, over the passages in its own

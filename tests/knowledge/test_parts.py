@@ -4,7 +4,6 @@ mode, whose client implements `query_points_groups` too)."""
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 from qdrant_client import QdrantClient
@@ -17,6 +16,7 @@ from knowledge.qdrant_server import QdrantClientStore
 from knowledge.stats import collection_stats
 from knowledge.store import KnowledgeBase
 from tests.knowledge.conftest import copy_pages
+from tests.knowledge.counting import CountingEmbedder
 from tests.knowledge.test_retrieval import QUESTIONS
 
 
@@ -121,26 +121,6 @@ def test_qdrant_hands_the_fusion_candidates_of_distinct_pages(
         assert max(per_source.values()) == per_page
         scores = [point.score for point in points]
         assert scores == sorted(scores, reverse=True)
-
-
-class CountingEmbedder:
-    """The real e5 embedder, counting the passages it is given."""
-
-    def __init__(self) -> None:
-        self._e5 = get_embedder()
-        self.name = self._e5.name
-        self.dimension = self._e5.dimension
-        self.passages: list[str] = []
-
-    def embed_query(self, text: str) -> Any:
-        return self._e5.embed_query(text)
-
-    def embed_new_query(self, text: str) -> Any:
-        return self._e5.embed_new_query(text)
-
-    def embed_passages(self, texts: list[str]) -> Any:
-        self.passages += texts
-        return self._e5.embed_passages(texts)
 
 
 def test_a_passage_repeated_across_batches_is_embedded_once_and_stored_twice(

@@ -9,6 +9,7 @@ import pytest
 from knowledge.embeddings import get_embedder
 from knowledge.store import KnowledgeBase
 from knowledge.word_translation import WordTranslator
+from tests.knowledge.counting import CountingEmbedder
 
 PAGES = {
     "depreciation.md": "# Depreciation\n\nDepreciation spreads the cost of fixed assets over "
@@ -56,6 +57,23 @@ def test_the_vocabulary_holds_words_seen_twice_and_nothing_near_gives_nothing(
     assert WordTranslator([once], get_embedder("use")).translate("Zanzibar") == ""
     assert "email" not in translator.translate("E-Mail")  # "email" is on one page, once
     assert translator.translate("12345 !!") == ""  # no word of three letters
+
+
+def test_a_changed_collection_embeds_only_its_new_words() -> None:
+    """Rebuilt from the translator before the change, the vocabulary embeds the words it
+    did not hold, and translates as one built from nothing."""
+    before = CountingEmbedder("use")
+    first = WordTranslator(PAGES.values(), before)
+    added = "# Payroll\n\nRun payroll monthly; each payroll run pays every employee."
+    after = CountingEmbedder("use")
+    rebuilt = WordTranslator([*PAGES.values(), added], after, first)
+    # The words seen twice only now ("each" was on one page once): no other is embedded.
+    assert sorted(after.passages) == ["each", "payroll", "run"]
+    assert len(rebuilt) == len(first) + 3
+    fresh = WordTranslator([*PAGES.values(), added], get_embedder("use"))
+    for question in ("Wie funktioniert die Lohnabrechnung?", "Как сделать резервную копию?"):
+        assert rebuilt.translate(question) == fresh.translate(question)
+    assert "payroll" in rebuilt.translate("Lohnabrechnung Gehaltsabrechnung").split()
 
 
 @pytest.fixture(scope="module")
@@ -122,5 +140,30 @@ def test_the_warm_up_builds_what_a_question_in_another_language_needs(tmp_path: 
         kb.search("Wie funktioniert die Abschreibung?", 4)
         assert kb.knowledge.payload_indexes.keys() == built.keys()
         assert all(kb.knowledge.payload_indexes[key][2] is built[key][2] for key in built)
+    finally:
+        kb.close()
+
+
+def test_a_search_after_an_ingest_embeds_only_the_words_it_added(tmp_path: Path) -> None:
+    """The collection changed: its next question in another language rebuilds the
+    vocabulary from the one before, so the words it already held are not embedded again."""
+    folder = written_pages(tmp_path / "pages")
+    kb = KnowledgeBase.open_local(tmp_path / "qdrant", collection="pages")
+    try:
+        counting = CountingEmbedder("use")
+        kb.crosslingual = counting
+        kb.ingest(folder)
+        kb.search("Wie funktioniert die Abschreibung?", 4)
+        assert {"backup", "depreciation"} <= set(counting.passages)  # the vocabulary
+        (folder / "payroll.md").write_text(
+            "# Payroll\n\nRun payroll monthly; each payroll run pays every employee.",
+            encoding="utf-8",
+        )
+        kb.ingest(folder)
+        counting.passages.clear()
+        kb.search("Wie funktioniert die Abschreibung?", 4)
+        words = {text for text in counting.passages if " " not in text and "\n" not in text}
+        assert "payroll" in words
+        assert not words & {"backup", "depreciation", "invoice", "reconcile"}
     finally:
         kb.close()
