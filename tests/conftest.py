@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 import pytest
@@ -166,15 +166,26 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+class HttpClient(Protocol):
+    """A test client of the app (Starlette's, or schemathesis's requests session)."""
+
+    def get(self, url: str) -> Any: ...
+
+
+def wait_until_warm(client: HttpClient, seconds: float = 120) -> None:
+    """Until the app has loaded what the first turn needs (it starts answering before:
+    /readyz says when), as a deployment waits for readiness."""
+    deadline = time.monotonic() + seconds
+    while not client.get("/readyz").json()["warmed_up"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 class WarmClient(TestClient):
-    """A TestClient entered once the app has loaded what the first turn needs (it starts
-    answering before: /readyz says when), as a deployment waits for readiness."""
+    """A TestClient entered once the app is warm (`wait_until_warm`)."""
 
     def __enter__(self) -> "WarmClient":
         super().__enter__()
-        deadline = time.monotonic() + 120
-        while not self.get("/readyz").json()["warmed_up"] and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until_warm(self)
         return self
 
 

@@ -3,7 +3,6 @@ the offline model."""
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from app.db import migrate
 from app.db.engine import sync_url
 from app.db.models import LLMCall, Message
 from app.settings import LLMSettings, Settings
-from tests.conftest import SAMPLE_KB, make_client
+from tests.conftest import SAMPLE_KB, make_client, wait_until_warm
 
 
 def count(settings: Settings, column: QueryableAttribute[Any]) -> int:
@@ -270,9 +269,7 @@ def test_healthz_answers_while_the_first_turns_needs_load_and_readyz_waits_for_t
             alive = client.get("/healthz")
             loading = client.get("/readyz")
             _StalledQdrant.released.set()  # the search fails: logged, the warm-up ends
-            deadline = time.monotonic() + 60
-            while not client.get("/readyz").json()["warmed_up"] and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until_warm(client, 60)
             ready = client.get("/readyz")
             documented = client.get("/openapi.json").json()["paths"]["/readyz"]["get"]
     finally:

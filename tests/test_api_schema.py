@@ -7,7 +7,6 @@ the longer run behind the README's figures (it prints the cases run per caller).
 
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.main import create_app
 from app.db import migrate
 from app.settings import ApiKey, DbSettings, KnowledgeSettings, Settings, WidgetSettings
+from tests.conftest import wait_until_warm
 
 STAFF_TOKEN = "schema-staff-token"
 SHOP_KEY = "schema-shop-key-0123456789"
@@ -96,10 +96,7 @@ def strategies(operation: Any, known_key: str) -> list[Any]:
 def run_every_operation(schema: Any, headers: dict[str, str], known_key: str) -> dict[str, int]:
     """Cases run per operation; raises on the first failure."""
     with asgi.get_client(schema.app) as client:
-        # As a deployment does: cases run once /readyz says ready (a 503 before is documented).
-        deadline = time.monotonic() + 120
-        while client.get("/readyz").status_code != 200 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until_warm(client)  # a 503 from /readyz before is documented
         audience = "staff" if known_key.startswith("widget:") else "client"
         turn = {"audience": audience, "author": "a", "text": "Invoices?"}
         posted = client.post(f"/v1/conversations/{known_key}/messages", json=turn, headers=headers)
